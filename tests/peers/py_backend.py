@@ -1,0 +1,247 @@
+"""Dual-era (2025-11-25 + 2026-07-28) streamable-HTTP MCP test backend on the Python SDK `mcp` 2.3.0.
+
+Serves one endpoint, http://127.0.0.1:PORT/mcp, that answers both legacy clients (initialize +
+Mcp-Session-Id) and modern stateless clients (per-request `_meta`, server/discover).
+
+Usage:
+    .peers/venv/bin/python tests/peers/py_backend.py --port PORT --name NAME [--tool-prefix P]
+        [--page-size N] [--ttl-ms MS] [--cache-scope private|public] [--log-level LEVEL]
+
+--port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
+line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
+Callers may wait for that line or simply poll the port. SIGTERM / SIGINT shut it down cleanly
+(exit status 0).
+
+Surface (NAME = --name, P = --tool-prefix, default ""):
+  tools      P+"echo"(text: str) -> "NAME: <text>"
+             P+"add"(a: int, b: int) -> a + b            (also structuredContent {"result": a+b})
+             P+"whoami"() -> "NAME"
+  resources  py://NAME/static        -> "static from NAME"
+             shared://readme         -> "readme from NAME"   (same URI on every backend: collisions)
+  templates  py://NAME/items/{id}    -> "item {id} from NAME"
+  prompts    greet(name: str)        -> one user message "Hello <name> from NAME"  (never prefixed)
+  completion ref/prompt greet, argument name -> ["alice", "albert", "bob"] filtered by prefix
+             ref/resource py://NAME/items/{id}, argument id -> ["1", "2", "3"] filtered by prefix
+
+--page-size N (default 0 = off) makes tools/list, resources/list, resources/templates/list and
+prompts/list paginate N items per page with opaque cursors ("c<offset>"); an unknown cursor gives
+JSON-RPC -32602. --ttl-ms / --cache-scope set the 2026-07-28 `ttlMs` / `cacheScope` hints on every
+cacheable result (defaults 0 / private, the SDK defaults).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.caching import CACHEABLE_METHODS, CacheHint
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    Completion,
+    CompletionArgument,
+    CompletionContext,
+    GetPromptRequestParams,
+    ListPromptsResult,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    PromptReference,
+    ResourceTemplateReference,
+    ToolAnnotations,
+)
+
+HOST = "127.0.0.1"
+GREET_NAMES = ["alice", "albert", "bob"]
+ITEM_IDS = ["1", "2", "3"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="vmcp dual-era MCP test backend (Python SDK mcp 2.3.0)")
+    p.add_argument("--port", type=int, required=True, help="TCP port on 127.0.0.1 (0 = pick a free one)")
+    p.add_argument("--name", required=True, help="server name; appears in results, URIs and serverInfo")
+    p.add_argument("--tool-prefix", default="", help="prefix prepended to every tool name")
+    p.add_argument("--page-size", type=int, default=0, help="paginate list results (0 = no pagination)")
+    p.add_argument("--ttl-ms", type=int, default=0, help="ttlMs hint on cacheable results (2026-07-28)")
+    p.add_argument("--cache-scope", choices=["private", "public"], default="private")
+    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
+    args = p.parse_args(argv)
+    if not re.fullmatch(r"[A-Za-z0-9._~-]+", args.name):
+        p.error("--name must match [A-Za-z0-9._~-]+ (it is used as a URI authority)")
+    if args.page_size < 0:
+        p.error("--page-size must be >= 0")
+    return args
+
+
+def build_server(args: argparse.Namespace) -> MCPServer:
+    sname: str = args.name
+    prefix: str = args.tool_prefix
+    hint = CacheHint(ttl_ms=args.ttl_ms, scope=args.cache_scope)
+    mcp = MCPServer(
+        sname,
+        version="0.1.0",
+        instructions=f"{sname}: vmcp Python SDK test backend",
+        log_level=args.log_level,
+        cache_hints={m: hint for m in CACHEABLE_METHODS},
+    )
+
+    # ---------------------------------------------------------------- tools
+    @mcp.tool(
+        name=prefix + "echo",
+        description=f"Echo the text back, prefixed with the backend name ({sname})",
+        annotations=ToolAnnotations(title="Echo", read_only_hint=True, idempotent_hint=True),
+    )
+    def echo(text: str) -> str:
+        return f"{sname}: {text}"
+
+    @mcp.tool(name=prefix + "add", description="Add two integers")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @mcp.tool(name=prefix + "whoami", description="Return the name of the backend that served the call")
+    def whoami() -> str:
+        return sname
+
+    # ---------------------------------------------------------------- resources
+    @mcp.resource(f"py://{sname}/static", name="static", description=f"Static text of {sname}", mime_type="text/plain")
+    def static() -> str:
+        return f"static from {sname}"
+
+    @mcp.resource("shared://readme", name="readme", description="URI shared by every backend", mime_type="text/plain")
+    def readme() -> str:
+        return f"readme from {sname}"
+
+    item_template = f"py://{sname}/items/{{id}}"
+
+    @mcp.resource(item_template, name="item", description=f"Items of {sname}", mime_type="text/plain")
+    def item(id: str) -> str:
+        return f"item {id} from {sname}"
+
+    # ---------------------------------------------------------------- prompts
+    @mcp.prompt(name="greet", description=f"Greet someone from {sname}")
+    def greet(name: str) -> list[UserMessage]:
+        return [UserMessage(f"Hello {name} from {sname}")]
+
+    # MCPServer 2.3.0 lets an unknown prompt name / missing argument escape as a bare ValueError,
+    # which reaches the wire as -32603 "Internal server error" (modern) or code 0 (legacy). Answer
+    # -32602 as the spec asks, so gateway tests can rely on the code.
+    async def get_prompt(ctx: Any, params: GetPromptRequestParams) -> Any:
+        try:
+            return await mcp._handle_get_prompt(ctx, params)  # noqa: SLF001
+        except ValueError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc), data={"name": params.name}) from exc
+
+    mcp._lowlevel_server.add_request_handler("prompts/get", GetPromptRequestParams, get_prompt)  # noqa: SLF001
+
+    # ---------------------------------------------------------------- completion
+    @mcp.completion()
+    async def complete(
+        ref: PromptReference | ResourceTemplateReference,
+        argument: CompletionArgument,
+        context: CompletionContext | None,
+    ) -> Completion | None:
+        if isinstance(ref, PromptReference) and ref.name == "greet" and argument.name == "name":
+            pool = GREET_NAMES
+        elif isinstance(ref, ResourceTemplateReference) and ref.uri == item_template and argument.name == "id":
+            pool = ITEM_IDS
+        else:
+            return None  # SDK answers {"completion": {"values": []}}
+        values = [v for v in pool if v.startswith(argument.value)]
+        return Completion(values=values, total=len(values), has_more=False)
+
+    if args.page_size:
+        install_pagination(mcp, args.page_size)
+    return mcp
+
+
+def _page(items: list[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
+    start = 0
+    if cursor is not None:
+        m = re.fullmatch(r"c(\d+)", cursor)
+        if m is None or int(m.group(1)) > len(items):
+            raise MCPError(code=INVALID_PARAMS, message=f"invalid cursor {cursor!r}")
+        start = int(m.group(1))
+    end = start + size
+    return items[start:end], (f"c{end}" if end < len(items) else None)
+
+
+def install_pagination(mcp: MCPServer, size: int) -> None:
+    """Replace the four list handlers with paginating ones (MCPServer itself never paginates)."""
+    low = mcp._lowlevel_server  # noqa: SLF001 - no public hook for list handlers in 2.3.0
+
+    async def list_tools(ctx: Any, params: PaginatedRequestParams | None) -> ListToolsResult:
+        page, nxt = _page(await mcp.list_tools(), params.cursor if params else None, size)
+        return ListToolsResult(tools=page, next_cursor=nxt)
+
+    async def list_resources(ctx: Any, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        page, nxt = _page(await mcp.list_resources(), params.cursor if params else None, size)
+        return ListResourcesResult(resources=page, next_cursor=nxt)
+
+    async def list_templates(ctx: Any, params: PaginatedRequestParams | None) -> ListResourceTemplatesResult:
+        page, nxt = _page(await mcp.list_resource_templates(), params.cursor if params else None, size)
+        return ListResourceTemplatesResult(resource_templates=page, next_cursor=nxt)
+
+    async def list_prompts(ctx: Any, params: PaginatedRequestParams | None) -> ListPromptsResult:
+        page, nxt = _page(await mcp.list_prompts(), params.cursor if params else None, size)
+        return ListPromptsResult(prompts=page, next_cursor=nxt)
+
+    low.add_request_handler("tools/list", PaginatedRequestParams, list_tools)
+    low.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    low.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
+    low.add_request_handler("prompts/list", PaginatedRequestParams, list_prompts)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises a captured SIGTERM/SIGINT after its graceful shutdown (exit status 143/130).
+    A test peer that was asked to stop and stopped cleanly should exit 0, so forget the signal."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        captured = getattr(self, "_captured_signals", None)
+        if isinstance(captured, list):
+            captured.clear()
+
+
+async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
+    app = mcp.streamable_http_app(host=HOST)  # also enables Host/Origin (DNS-rebinding) checks for loopback
+    config = uvicorn.Config(
+        app,
+        host=HOST,
+        port=port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=2,  # don't hang on open legacy GET/SSE streams at SIGTERM
+        lifespan="on",
+    )
+    server = _Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await anyio.sleep(0.02)
+        bound = server.servers[0].sockets[0].getsockname()[1]
+        sys.stdout.write(f"READY {bound}\n")
+        sys.stdout.flush()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(announce)
+        await server.serve()  # installs SIGINT/SIGTERM handlers, returns after a graceful shutdown
+        tg.cancel_scope.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    mcp = build_server(args)
+    anyio.run(serve, mcp, args.port, args.log_level)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Dual-era MCP test client on the Python SDK `mcp` 2.3.0 (`mcp.Client`).
+
+Usage:
+    .peers/venv/bin/python tests/peers/py_client.py URL MODE [--timeout SECONDS] < ops.json
+
+MODE is `auto` (probe server/discover, fall back to initialize), `legacy` (initialize handshake,
+2025-11-25) or `2026-07-28` (stateless modern, no probe). stdin holds a JSON array of operations;
+they run in order over ONE client connection and exactly one JSON object is printed to stdout:
+
+    {"protocol": "<negotiated version>", "server": "<serverInfo.name or null>", "results": [...]}
+
+with one entry per operation (see tests/peers/README.md for the operation list). An operation that
+raises yields {"error": {"code": <int|null>, "message": "..."}} and the next one still runs. If the
+connection cannot be established at all the output is {"connect_error": "..."}. Exit status is 0 in
+both cases; it is non-zero only for bad usage / bad stdin (status 2).
+
+The SDK's client-side response cache is disabled, so every operation reaches the server.
+--timeout (default 30 s) bounds each request and, times the number of operations + 1, the whole run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from mcp.types import PromptReference, ResourceTemplateReference
+
+MODES = ("auto", "legacy", "2026-07-28")
+MAX_PAGES = 1000  # guard against a server that never stops returning nextCursor
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """Unwrap (single-member) exception groups raised through anyio task groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    exc = _leaf(exc)
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def error_entry(exc: BaseException) -> dict[str, Any]:
+    leaf = _leaf(exc)
+    if isinstance(leaf, MCPError):
+        err: dict[str, Any] = {"code": leaf.code, "message": leaf.message}
+        if leaf.data is not None:
+            err["data"] = leaf.data
+        return {"error": err}
+    if isinstance(leaf, TimeoutError):
+        return {"error": {"code": None, "message": f"timeout: {_describe(leaf)}"}}
+    return {"error": {"code": None, "message": _describe(leaf)}}
+
+
+def _dump(model: Any) -> Any:
+    if model is None:
+        return None
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _text_of_content(blocks: Any) -> str:
+    """Concatenate the text of text content blocks (other block types are skipped)."""
+    if not isinstance(blocks, list):
+        blocks = [blocks]
+    return "".join(getattr(b, "text", "") for b in blocks if getattr(b, "type", None) == "text")
+
+
+SERVER_INFO_KEY = "io.modelcontextprotocol/serverInfo"
+
+
+class Seen:
+    """Server name stamped in result `_meta` (2026-07-28), for pinned-modern connections.
+
+    With mode="2026-07-28" the client adopts a synthesized discover result, so
+    `client.server_info` stays None; the server still stamps `_meta.serverInfo` on results.
+    """
+
+    server: str | None = None
+
+    @classmethod
+    def note(cls, result: Any) -> Any:
+        meta = getattr(result, "meta", None) or {}
+        info = meta.get(SERVER_INFO_KEY) if isinstance(meta, dict) else None
+        if cls.server is None and isinstance(info, dict) and isinstance(info.get("name"), str):
+            cls.server = info["name"]
+        return result
+
+
+async def _all_pages(fetch: Any, key: str) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    cursor: str | None = None
+    pages = 0
+    while True:
+        page = Seen.note(await fetch(cursor=cursor))
+        pages += 1
+        items.extend(getattr(page, key))
+        cursor = page.next_cursor
+        if cursor is None:  # "" is a valid cursor, only absence ends the listing
+            return items, pages
+        if pages >= MAX_PAGES:
+            raise RuntimeError(f"more than {MAX_PAGES} pages, last nextCursor {cursor!r}")
+
+
+def _ref(ref: dict[str, Any]) -> PromptReference | ResourceTemplateReference:
+    kind = ref.get("type")
+    if kind == "ref/prompt":
+        return PromptReference(type="ref/prompt", name=ref["name"])
+    if kind == "ref/resource":
+        return ResourceTemplateReference(type="ref/resource", uri=ref["uri"])
+    raise ValueError(f"unknown ref type {kind!r}")
+
+
+async def run_op(client: Client, op: dict[str, Any]) -> dict[str, Any]:
+    kind = op.get("op")
+    if kind == "list_tools":
+        tools, pages = await _all_pages(client.list_tools, "tools")
+        return {
+            "tools": [
+                {"name": t.name, "description": t.description, "annotations": _dump(t.annotations)} for t in tools
+            ],
+            "pages": pages,
+        }
+    if kind == "list_tools_page":
+        page = Seen.note(await client.list_tools(cursor=op.get("cursor")))
+        return {"names": [t.name for t in page.tools], "nextCursor": page.next_cursor}
+    if kind == "list_resources":
+        res, pages = await _all_pages(client.list_resources, "resources")
+        return {"resources": [{"uri": str(r.uri), "name": r.name} for r in res], "pages": pages}
+    if kind == "list_resource_templates":
+        tpl, pages = await _all_pages(client.list_resource_templates, "resource_templates")
+        return {"templates": [{"uriTemplate": t.uri_template, "name": t.name} for t in tpl], "pages": pages}
+    if kind == "list_prompts":
+        prompts, pages = await _all_pages(client.list_prompts, "prompts")
+        return {"prompts": [{"name": p.name, "description": p.description} for p in prompts], "pages": pages}
+    if kind == "call_tool":
+        r = Seen.note(await client.call_tool(op["name"], op.get("arguments") or {}))
+        return {"isError": bool(r.is_error), "text": _text_of_content(r.content), "structured": r.structured_content}
+    if kind == "read_resource":
+        r = Seen.note(await client.read_resource(op["uri"]))
+        return {"text": "".join(getattr(c, "text", "") for c in r.contents)}
+    if kind == "get_prompt":
+        r = Seen.note(await client.get_prompt(op["name"], op.get("arguments") or {}))
+        return {"messages": [_text_of_content(m.content) for m in r.messages]}
+    if kind == "complete":
+        r = Seen.note(await client.complete(_ref(op["ref"]), dict(op["argument"])))
+        return {"values": list(r.completion.values)}
+    raise ValueError(f"unknown op {kind!r}")
+
+
+async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"protocol": None, "server": None, "results": []}
+    connected = False
+    try:
+        with anyio.fail_after(timeout * (len(ops) + 1)):
+            async with Client(url, mode=mode, cache=None, read_timeout_seconds=timeout) as client:
+                connected = True
+                out["protocol"] = client.protocol_version
+                out["server"] = client.server_info.name if client.server_info else None
+                for op in ops:
+                    try:
+                        out["results"].append(await run_op(client, op))
+                    except Exception as exc:  # noqa: BLE001 - every failure is reported, then we go on
+                        out["results"].append(error_entry(exc))
+                    if out["server"] is None:
+                        out["server"] = Seen.server
+    except Exception as exc:  # noqa: BLE001
+        if not connected:
+            return {"connect_error": _describe(exc)}
+        # Raised while closing the connection (or the overall deadline hit): keep what we have.
+        print(f"py_client: after {len(out['results'])} ops: {_describe(exc)}", file=sys.stderr)
+        while len(out["results"]) < len(ops):
+            out["results"].append(error_entry(exc))
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("url")
+    p.add_argument("mode", choices=MODES)
+    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    args = p.parse_args()
+    try:
+        ops = json.load(sys.stdin)
+    except json.JSONDecodeError as exc:
+        print(f"py_client: stdin is not JSON: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
+        print("py_client: stdin must be a JSON array of objects", file=sys.stderr)
+        return 2
+    out = anyio.run(run, args.url, args.mode, ops, args.timeout)
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

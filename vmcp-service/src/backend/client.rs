@@ -1,0 +1,430 @@
+//! One backend: its long-lived MCP connection, revision, and the calls made on it.
+//!
+//! A [`BackendClient`] holds at most one live rmcp client connection. It is opened on
+//! first use (Modern-first: `server/discover`, falling back to a 2025-11-25
+//! `initialize` session; SSE backends are always Legacy), reused by every call, and
+//! dropped when the transport fails so the next use reconnects and re-probes — which
+//! is also how a backend that changed revision is picked up again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    Resource, ResourceTemplate, ServerCapabilities, Tool,
+};
+use rmcp::service::{ClientInitializeError, NotificationContext, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
+use tokio::sync::{Mutex, broadcast};
+use vmcp_layers::McpRevision;
+
+use super::sse::{SseClientConfig, SseClientTransport};
+use crate::config::{BackendConfig, Transport};
+
+/// A change a backend announced, fanned out to whoever keeps derived state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendEvent {
+    /// The backend that sent it.
+    pub backend: Arc<str>,
+    /// What changed.
+    pub kind: BackendEventKind,
+}
+
+/// The kinds of [`BackendEvent`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendEventKind {
+    /// `notifications/tools/list_changed`.
+    ToolsChanged,
+    /// `notifications/resources/list_changed` (covers templates too).
+    ResourcesChanged,
+    /// `notifications/prompts/list_changed`.
+    PromptsChanged,
+    /// `notifications/resources/updated` for a URI.
+    ResourceUpdated(String),
+    /// A connection was (re)established.
+    Connected,
+    /// The connection was lost or could not be opened.
+    Disconnected,
+}
+
+/// Why a backend operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The connection could not be opened.
+    #[error("backend {backend:?} is unreachable: {reason}")]
+    Unreachable {
+        /// Backend name.
+        backend: Arc<str>,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The backend answered with a JSON-RPC error.
+    #[error("backend {backend:?} returned an error: {error}")]
+    Mcp {
+        /// Backend name.
+        backend: Arc<str>,
+        /// The backend's error, passed through.
+        error: rmcp::ErrorData,
+    },
+    /// The operation did not finish in time.
+    #[error("backend {backend:?} did not answer within {timeout:?}")]
+    Timeout {
+        /// Backend name.
+        backend: Arc<str>,
+        /// The bound that expired.
+        timeout: Duration,
+    },
+    /// The transport failed mid-operation.
+    #[error("backend {backend:?} connection failed: {reason}")]
+    Transport {
+        /// Backend name.
+        backend: Arc<str>,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+/// Everything one backend offers, as it reported it.
+#[derive(Debug, Clone, Default)]
+pub struct BackendCapabilities {
+    /// The backend's tools, under their own names.
+    pub tools: Vec<Tool>,
+    /// Its resources.
+    pub resources: Vec<Resource>,
+    /// Its resource templates.
+    pub templates: Vec<ResourceTemplate>,
+    /// Its prompts, under their own names.
+    pub prompts: Vec<Prompt>,
+    /// Whether it serves `completion/complete`.
+    pub completions: bool,
+}
+
+/// The rmcp client handler of a backend connection: turns notifications into events.
+#[derive(Clone)]
+struct EventForwarder {
+    backend: Arc<str>,
+    events: broadcast::Sender<BackendEvent>,
+    info: ClientConfig,
+}
+
+impl EventForwarder {
+    fn emit(&self, kind: BackendEventKind) {
+        // No receiver is fine: nobody keeps derived state yet.
+        let _ = self.events.send(BackendEvent {
+            backend: self.backend.clone(),
+            kind,
+        });
+    }
+}
+
+impl ClientHandler for EventForwarder {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.emit(BackendEventKind::ToolsChanged);
+    }
+
+    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.emit(BackendEventKind::ResourcesChanged);
+    }
+
+    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.emit(BackendEventKind::PromptsChanged);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
+        self.emit(BackendEventKind::ResourceUpdated(params.uri));
+    }
+}
+
+/// An open connection and what was negotiated on it.
+struct Connection {
+    service: RunningService<RoleClient, EventForwarder>,
+    revision: McpRevision,
+    capabilities: ServerCapabilities,
+}
+
+/// A backend and its long-lived client connection.
+pub struct BackendClient {
+    name: Arc<str>,
+    config: BackendConfig,
+    http: reqwest::Client,
+    events: broadcast::Sender<BackendEvent>,
+    connection: Mutex<Option<Arc<Connection>>>,
+    /// The revision of the last successful connection, for status reporting.
+    revision: std::sync::Mutex<Option<McpRevision>>,
+}
+
+impl std::fmt::Debug for BackendClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendClient")
+            .field("name", &self.name)
+            .field("transport", &self.config.transport())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackendClient {
+    /// A client for `config`; nothing is opened until first use.
+    pub fn new(
+        config: BackendConfig,
+        http: reqwest::Client,
+        events: broadcast::Sender<BackendEvent>,
+    ) -> Self {
+        Self {
+            name: Arc::from(config.name.as_str()),
+            config,
+            http,
+            events,
+            connection: Mutex::new(None),
+            revision: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The backend's name.
+    pub fn name(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The backend's configuration.
+    pub fn config(&self) -> &BackendConfig {
+        &self.config
+    }
+
+    /// The revision negotiated on the last successful connection, if any.
+    pub fn revision(&self) -> Option<McpRevision> {
+        *self.revision.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn forwarder(&self) -> EventForwarder {
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("vmcp", env!("CARGO_PKG_VERSION")),
+        );
+        EventForwarder {
+            backend: self.name.clone(),
+            events: self.events.clone(),
+            info,
+        }
+    }
+
+    /// The live connection, opening one if there is none (or the last one closed).
+    async fn connection(&self) -> Result<Arc<Connection>, BackendError> {
+        let mut slot = self.connection.lock().await;
+        if let Some(conn) = slot.as_ref()
+            && !conn.service.is_transport_closed()
+        {
+            return Ok(conn.clone());
+        }
+        let had_connection = slot.take().is_some();
+        match self.open().await {
+            Ok(conn) => {
+                let conn = Arc::new(conn);
+                *self.revision.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.revision);
+                tracing::info!(backend = %self.name, revision = %conn.revision, "backend connected");
+                *slot = Some(conn.clone());
+                self.forwarder().emit(BackendEventKind::Connected);
+                Ok(conn)
+            }
+            Err(reason) => {
+                if had_connection {
+                    self.forwarder().emit(BackendEventKind::Disconnected);
+                }
+                Err(BackendError::Unreachable {
+                    backend: self.name.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<Connection, String> {
+        let handler = self.forwarder();
+        let service = match self.config.transport() {
+            Transport::StreamableHttp => {
+                let config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
+                    .reinit_on_expired_session(true);
+                let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
+                let lifecycle = rmcp::service::ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                };
+                handler
+                    .serve_with_lifecycle(transport, lifecycle)
+                    .await
+                    .map_err(describe_init_error)?
+            }
+            Transport::Sse => {
+                let transport = SseClientTransport::connect(
+                    self.http.clone(),
+                    SseClientConfig::new(self.config.url.as_str()),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                rmcp::ServiceExt::serve(handler, transport)
+                    .await
+                    .map_err(describe_init_error)?
+            }
+        };
+        let info = service
+            .peer_info()
+            .ok_or_else(|| "backend sent no server info".to_owned())?;
+        Ok(Connection {
+            revision: McpRevision::from_version(info.protocol_version.as_str()),
+            capabilities: info.capabilities.clone(),
+            service,
+        })
+    }
+
+    /// Forget `conn` if it is still the current one, so the next use reconnects.
+    async fn discard(&self, conn: &Arc<Connection>) {
+        let mut slot = self.connection.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            *slot = None;
+            self.forwarder().emit(BackendEventKind::Disconnected);
+        }
+    }
+
+    /// Close the connection, if any.
+    pub async fn close(&self) {
+        if let Some(conn) = self.connection.lock().await.take() {
+            conn.service.cancellation_token().cancel();
+        }
+    }
+
+    /// Map an rmcp error, discarding the connection when the transport broke.
+    async fn fail(&self, conn: &Arc<Connection>, error: ServiceError) -> BackendError {
+        match error {
+            ServiceError::McpError(error) => BackendError::Mcp {
+                backend: self.name.clone(),
+                error,
+            },
+            ServiceError::Timeout { timeout } => BackendError::Timeout {
+                backend: self.name.clone(),
+                timeout,
+            },
+            other => {
+                self.discard(conn).await;
+                BackendError::Transport {
+                    backend: self.name.clone(),
+                    reason: other.to_string(),
+                }
+            }
+        }
+    }
+
+    /// Run `op` on the connection within `timeout`.
+    async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
+    where
+        F: FnOnce(Arc<Connection>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        let work = async {
+            let conn = self.connection().await?;
+            match op(conn.clone()).await {
+                Ok(value) => Ok(value),
+                Err(error) => Err(self.fail(&conn, error).await),
+            }
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .unwrap_or_else(|_| {
+                Err(BackendError::Timeout {
+                    backend: self.name.clone(),
+                    timeout,
+                })
+            })
+    }
+
+    /// List everything the backend offers, following each list's cursor to the end.
+    ///
+    /// A transport failure on an open connection is retried once on a fresh one: lists
+    /// have no side effects, and this is how a restarted backend is picked up.
+    pub async fn capabilities(&self, timeout: Duration) -> Result<BackendCapabilities, BackendError> {
+        let attempt = || {
+            self.run(timeout, |conn| async move {
+                let caps = &conn.capabilities;
+                let peer = &conn.service;
+                let mut out = BackendCapabilities {
+                    completions: caps.completions.is_some(),
+                    ..Default::default()
+                };
+                if caps.tools.is_some() {
+                    out.tools = peer.list_all_tools().await?;
+                }
+                if caps.resources.is_some() {
+                    out.resources = peer.list_all_resources().await?;
+                    out.templates = peer.list_all_resource_templates().await?;
+                }
+                if caps.prompts.is_some() {
+                    out.prompts = peer.list_all_prompts().await?;
+                }
+                Ok(out)
+            })
+        };
+        match attempt().await {
+            Err(BackendError::Transport { .. }) => attempt().await,
+            other => other,
+        }
+    }
+
+    /// `tools/call` under the backend's own tool name. Never retried: it may have run.
+    pub async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+    ) -> Result<CallToolResponse, BackendError> {
+        self.run(timeout, |conn| async move {
+            conn.service.call_tool_once(params).await
+        })
+        .await
+    }
+
+    /// `prompts/get` under the backend's own prompt name.
+    pub async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        timeout: Duration,
+    ) -> Result<GetPromptResponse, BackendError> {
+        self.run(timeout, |conn| async move {
+            conn.service.get_prompt_once(params).await
+        })
+        .await
+    }
+
+    /// `resources/read` of a URI this backend owns.
+    pub async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        timeout: Duration,
+    ) -> Result<ReadResourceResponse, BackendError> {
+        self.run(timeout, |conn| async move {
+            conn.service.read_resource_once(params).await
+        })
+        .await
+    }
+
+    /// `completion/complete` for a prompt or template this backend owns.
+    pub async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        timeout: Duration,
+    ) -> Result<CompleteResult, BackendError> {
+        self.run(timeout, |conn| async move { conn.service.complete(params).await })
+            .await
+    }
+}
+
+fn describe_init_error(error: ClientInitializeError) -> String {
+    error.to_string()
+}

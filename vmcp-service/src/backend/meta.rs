@@ -1,0 +1,52 @@
+//! Ownership of the reserved `io.modelcontextprotocol/*` `_meta` namespace.
+//!
+//! The gateway is the client's peer on one hop and the backend's peer on the other,
+//! so reserved keys never cross it: a backend must not fabricate the client's
+//! identity, and a client's `protocolVersion`/`clientCapabilities` must not reach a
+//! backend that negotiated something else. Only the end-to-end keys pass.
+
+use serde_json::{Map, Value};
+
+const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
+/// Reserved keys that are end-to-end and so cross the gateway unchanged.
+const PASSTHROUGH: [&str; 2] = [
+    "io.modelcontextprotocol/related-task",
+    "io.modelcontextprotocol/model-immediate-response",
+];
+
+/// True when `key` may cross the gateway.
+pub fn crosses_gateway(key: &str) -> bool {
+    !key.starts_with(RESERVED_PREFIX) || PASSTHROUGH.contains(&key)
+}
+
+/// Remove every reserved key except the end-to-end ones.
+pub fn strip_reserved(meta: &mut Map<String, Value>) {
+    meta.retain(|key, _| crosses_gateway(key));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strips_reserved_but_keeps_end_to_end_and_foreign_keys() {
+        let mut meta = json!({
+            "io.modelcontextprotocol/serverInfo": {"name": "evil"},
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/related-task": {"taskId": "t"},
+            "traceparent": "00-abc-def-01",
+            "progressToken": 3
+        })
+        .as_object()
+        .cloned()
+        .unwrap();
+        strip_reserved(&mut meta);
+        let mut keys: Vec<_> = meta.keys().cloned().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            vec!["io.modelcontextprotocol/related-task", "progressToken", "traceparent"]
+        );
+    }
+}

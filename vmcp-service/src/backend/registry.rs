@@ -1,0 +1,119 @@
+//! The set of backends, which may change while the gateway runs.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::{broadcast, watch};
+
+use super::client::{BackendClient, BackendEvent};
+use crate::config::BackendConfig;
+
+/// The live set of backends, in sorted-name order.
+///
+/// Adding or removing a backend bumps a version that [`BackendRegistry::changes`]
+/// exposes, so derived state (the catalog) knows to rebuild.
+pub struct BackendRegistry {
+    backends: RwLock<BTreeMap<String, Arc<BackendClient>>>,
+    http: reqwest::Client,
+    events: broadcast::Sender<BackendEvent>,
+    version: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for BackendRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendRegistry")
+            .field("backends", &self.names())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackendRegistry {
+    /// A registry with the given backends; no connection is opened yet.
+    pub fn new(configs: impl IntoIterator<Item = BackendConfig>) -> Self {
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap_or_default();
+        let (events, _) = broadcast::channel(1024);
+        let registry = Self {
+            backends: RwLock::new(BTreeMap::new()),
+            http,
+            events,
+            version: watch::Sender::new(0),
+        };
+        for config in configs {
+            registry.insert(config);
+        }
+        registry
+    }
+
+    fn insert(&self, config: BackendConfig) -> Option<Arc<BackendClient>> {
+        let client = Arc::new(BackendClient::new(
+            config,
+            self.http.clone(),
+            self.events.clone(),
+        ));
+        self.write().insert(client.name().to_string(), client)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<BackendClient>>> {
+        self.backends.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<BackendClient>>> {
+        self.backends.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Add a backend, or replace the one with the same name (its connection is closed).
+    pub async fn upsert(&self, config: BackendConfig) {
+        if let Some(old) = self.insert(config) {
+            old.close().await;
+        }
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// Remove a backend by name; returns whether it existed.
+    pub async fn remove(&self, name: &str) -> bool {
+        let removed = self.write().remove(name);
+        match removed {
+            Some(old) => {
+                old.close().await;
+                self.version.send_modify(|v| *v += 1);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// All backends, sorted by name.
+    pub fn all(&self) -> Vec<Arc<BackendClient>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// The backend called `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<BackendClient>> {
+        self.read().get(name).cloned()
+    }
+
+    /// The sorted backend names.
+    pub fn names(&self) -> Vec<String> {
+        self.read().keys().cloned().collect()
+    }
+
+    /// Notifications and connection changes from every backend.
+    pub fn events(&self) -> broadcast::Receiver<BackendEvent> {
+        self.events.subscribe()
+    }
+
+    /// A receiver that changes whenever a backend is added or removed.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.version.subscribe()
+    }
+
+    /// Close every connection.
+    pub async fn close_all(&self) {
+        for backend in self.all() {
+            backend.close().await;
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The gateway's configuration: the YAML model, loading, and validation.
+//!
+//! Keys follow the reference vMCP's own file (camelCase) wherever it has one, so a
+//! migrating user keeps the parts this project implements. Keys this project does
+//! not implement yet are reported as warnings by [`load_str`], never silently taken.
+
+mod validate;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use validate::{ConfigError, validate};
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmcpConfig {
+    /// Name of this virtual server; advertised as `serverInfo.name`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The group of backends this server fronts; reported on the status surface.
+    #[serde(default)]
+    pub group_ref: Option<String>,
+    /// Inline backends.
+    #[serde(default)]
+    pub backends: Vec<BackendConfig>,
+    /// How backend capabilities are merged.
+    #[serde(default)]
+    pub aggregation: AggregationConfig,
+    /// Operational settings (timeouts).
+    #[serde(default)]
+    pub operational: OperationalConfig,
+}
+
+/// One inline backend.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendConfig {
+    /// Unique backend name (the `{workload}` of prefixes and policies).
+    #[serde(default)]
+    pub name: String,
+    /// The backend's MCP endpoint (`http://` or `https://`).
+    #[serde(default)]
+    pub url: String,
+    /// `streamable-http` (default) or `sse`.
+    #[serde(default)]
+    pub transport: Option<String>,
+    /// Free-form labels, reported on the status surface.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The transport used to reach a backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transport {
+    /// Streamable HTTP (both MCP revisions).
+    #[serde(rename = "streamable-http")]
+    StreamableHttp,
+    /// The legacy HTTP+SSE two-endpoint transport (always MCP 2025-11-25).
+    #[serde(rename = "sse")]
+    Sse,
+}
+
+impl Transport {
+    /// The config spelling of this transport.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::StreamableHttp => "streamable-http",
+            Transport::Sse => "sse",
+        }
+    }
+}
+
+impl BackendConfig {
+    /// The configured transport (validated values only; defaults to streamable HTTP).
+    pub fn transport(&self) -> Transport {
+        match self.transport.as_deref() {
+            Some("sse") => Transport::Sse,
+            _ => Transport::StreamableHttp,
+        }
+    }
+}
+
+/// `aggregation:` — conflict resolution, filtering and overrides.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AggregationConfig {
+    /// `prefix` (default), `priority` or `manual`.
+    #[serde(default)]
+    pub conflict_resolution: Option<String>,
+    /// Settings of the chosen strategy.
+    #[serde(default)]
+    pub conflict_resolution_config: ConflictResolutionConfig,
+    /// Per-backend tool settings.
+    #[serde(default)]
+    pub tools: Vec<WorkloadToolsConfig>,
+    /// Hide every backend tool from `tools/list` (they stay routable internally).
+    #[serde(default)]
+    pub exclude_all_tools: bool,
+    /// `allow` (default) or `deny`: whether backends without a `tools` entry advertise tools.
+    #[serde(default)]
+    pub default_tool_visibility: Option<String>,
+    /// Items per page of gateway-paginated list results (1–1000, default 1000).
+    #[serde(default)]
+    pub page_size: Option<usize>,
+}
+
+/// `aggregation.conflictResolutionConfig`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConflictResolutionConfig {
+    /// Prefix template; `{workload}` is replaced by the backend name. Default `{workload}_`.
+    #[serde(default)]
+    pub prefix_format: Option<String>,
+    /// Backends in descending priority, for the `priority` strategy.
+    #[serde(default)]
+    pub priority_order: Vec<String>,
+}
+
+/// One entry of `aggregation.tools`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadToolsConfig {
+    /// The backend this entry configures.
+    #[serde(default)]
+    pub workload: String,
+    /// Allow-list of tools to advertise (original or overridden names).
+    #[serde(default)]
+    pub filter: Option<Vec<String>>,
+    /// Hide every tool of this backend.
+    #[serde(default)]
+    pub exclude_all: bool,
+    /// Per-tool overrides, keyed by the backend's own tool name.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, ToolOverride>,
+}
+
+/// A per-tool override, applied before conflict resolution.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolOverride {
+    /// New advertised name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// New description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Annotation fields to set (`title`, `readOnlyHint`, `destructiveHint`,
+    /// `idempotentHint`, `openWorldHint`), merged over the backend's.
+    #[serde(default)]
+    pub annotations: Option<serde_json::Map<String, Value>>,
+}
+
+/// `operational:` — timeouts.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperationalConfig {
+    /// Timeouts for backend operations.
+    #[serde(default)]
+    pub timeouts: TimeoutsConfig,
+}
+
+/// `operational.timeouts`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeoutsConfig {
+    /// Bound on one backend call (`tools/call`, `resources/read`, …). Default 30s.
+    #[serde(default, with = "humantime_serde")]
+    pub default: Option<Duration>,
+    /// Per-backend call bounds overriding `default`.
+    #[serde(default)]
+    pub per_workload: BTreeMap<String, humantime_serde::Serde<Duration>>,
+    /// Bound on one backend's share of an aggregation fan-out (connect + list). Default 10s.
+    #[serde(default, with = "humantime_serde")]
+    pub discovery: Option<Duration>,
+}
+
+/// The conflict-resolution strategy, after validation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Every tool and prompt gets the backend prefix.
+    Prefix,
+    /// Listed backends keep bare names and win collisions.
+    Priority,
+    /// Collisions must be resolved by overrides.
+    Manual,
+}
+
+/// Default per-call timeout.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default per-backend discovery timeout.
+pub const DEFAULT_DISCOVERY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest (and default) page of a gateway-paginated list.
+pub const MAX_PAGE_SIZE: usize = 1000;
+/// The default prefix format.
+pub const DEFAULT_PREFIX_FORMAT: &str = "{workload}_";
+
+impl VmcpConfig {
+    /// The validated strategy.
+    pub fn strategy(&self) -> Strategy {
+        match self.aggregation.conflict_resolution.as_deref() {
+            Some("priority") => Strategy::Priority,
+            Some("manual") => Strategy::Manual,
+            _ => Strategy::Prefix,
+        }
+    }
+
+    /// The prefix format, defaulted.
+    pub fn prefix_format(&self) -> &str {
+        self.aggregation
+            .conflict_resolution_config
+            .prefix_format
+            .as_deref()
+            .unwrap_or(DEFAULT_PREFIX_FORMAT)
+    }
+
+    /// Whether backends without a `tools` entry advertise no tools.
+    pub fn default_deny(&self) -> bool {
+        self.aggregation.default_tool_visibility.as_deref() == Some("deny")
+    }
+
+    /// The tools entry for a backend, if any.
+    pub fn tools_for(&self, backend: &str) -> Option<&WorkloadToolsConfig> {
+        self.aggregation.tools.iter().find(|t| t.workload == backend)
+    }
+
+    /// The page size of gateway-paginated lists.
+    pub fn page_size(&self) -> usize {
+        self.aggregation.page_size.unwrap_or(MAX_PAGE_SIZE)
+    }
+
+    /// The call timeout for a backend.
+    pub fn call_timeout(&self, backend: &str) -> Duration {
+        let timeouts = &self.operational.timeouts;
+        timeouts
+            .per_workload
+            .get(backend)
+            .map(|d| **d)
+            .or(timeouts.default)
+            .unwrap_or(DEFAULT_CALL_TIMEOUT)
+    }
+
+    /// The per-backend discovery timeout.
+    pub fn discovery_timeout(&self) -> Duration {
+        self.operational
+            .timeouts
+            .discovery
+            .unwrap_or(DEFAULT_DISCOVERY_TIMEOUT)
+    }
+}
+
+/// A loaded configuration and the keys it contained that this project does not use.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The validated configuration.
+    pub config: VmcpConfig,
+    /// Dotted paths of keys that were ignored (not implemented or misspelled).
+    pub ignored_keys: Vec<String>,
+}
+
+/// Parse and validate a YAML configuration.
+///
+/// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
+/// are collected by [`validate`] and all reported at once.
+pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    let mut ignored_keys = Vec::new();
+    let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
+    let mut record = |path: serde_ignored::Path<'_>| ignored_keys.push(path.to_string());
+    let tracked = serde_ignored::Deserializer::new(deserializer, &mut record);
+    let config: VmcpConfig = match serde_path_to_error::deserialize(tracked) {
+        Ok(config) => config,
+        Err(error) => {
+            let path = error.path().to_string();
+            let inner = error.into_inner();
+            return Err(ConfigError::Parse(if path == "." || path.is_empty() {
+                inner.to_string()
+            } else {
+                format!("{path}: {inner}")
+            }));
+        }
+    };
+    validate(&config)?;
+    Ok(Loaded {
+        config,
+        ignored_keys,
+    })
+}
+
+/// Read, parse and validate a configuration file.
+pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::Io(format!("cannot read {}: {e}", path.display())))?;
+    load_str(&text)
+}

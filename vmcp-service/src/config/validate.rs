@@ -1,0 +1,297 @@
+//! Semantic validation: every problem is collected and reported at once, each naming
+//! its field the way it is spelled in the file.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{MAX_PAGE_SIZE, VmcpConfig};
+use crate::names::is_valid_name;
+
+/// Why a configuration could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{0}")]
+    Io(String),
+    /// The YAML did not parse into the configuration model.
+    #[error("invalid configuration: {0}")]
+    Parse(String),
+    /// The configuration parsed but is inconsistent; one message per problem.
+    #[error("invalid configuration:\n  - {}", .0.join("\n  - "))]
+    Invalid(Vec<String>),
+}
+
+const ANNOTATION_KEYS: [&str; 5] = [
+    "title",
+    "readOnlyHint",
+    "destructiveHint",
+    "idempotentHint",
+    "openWorldHint",
+];
+
+/// Check a parsed configuration; returns every problem found.
+pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
+    let mut errors = Vec::new();
+    let mut names = BTreeSet::new();
+    for (i, backend) in config.backends.iter().enumerate() {
+        let field = format!("backends[{i}]");
+        if backend.name.is_empty() {
+            errors.push(format!("{field}.name is required"));
+        } else if !is_valid_backend_name(&backend.name) {
+            errors.push(format!(
+                "{field}.name {:?} may contain only letters, digits, '-', '_' and '.' (at most 63 characters)",
+                backend.name
+            ));
+        } else if !names.insert(backend.name.as_str()) {
+            errors.push(format!(
+                "{field}.name {:?} is used by another backend",
+                backend.name
+            ));
+        }
+        if backend.url.is_empty() {
+            errors.push(format!("{field}.url is required"));
+        } else if !(backend.url.starts_with("http://") || backend.url.starts_with("https://")) {
+            errors.push(format!("{field}.url must start with http:// or https://"));
+        } else if reqwest::Url::parse(&backend.url).is_err() {
+            errors.push(format!("{field}.url {:?} is not a valid URL", backend.url));
+        }
+        if let Some(transport) = &backend.transport
+            && transport != "sse"
+            && transport != "streamable-http"
+        {
+            errors.push(format!(
+                "{field}.transport must be \"sse\" or \"streamable-http\" (got {transport:?})"
+            ));
+        }
+    }
+
+    let aggregation = &config.aggregation;
+    let strategy = aggregation.conflict_resolution.as_deref();
+    if let Some(s) = strategy
+        && !matches!(s, "prefix" | "priority" | "manual")
+    {
+        errors.push(format!(
+            "aggregation.conflictResolution must be \"prefix\", \"priority\" or \"manual\" (got {s:?})"
+        ));
+    }
+    if let Some(format) = &aggregation.conflict_resolution_config.prefix_format
+        && format.is_empty()
+    {
+        errors.push("aggregation.conflictResolutionConfig.prefixFormat must not be empty".into());
+    }
+    let order = &aggregation.conflict_resolution_config.priority_order;
+    if strategy == Some("priority") && order.is_empty() {
+        errors.push(
+            "aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\""
+                .into(),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (i, name) in order.iter().enumerate() {
+        if !names.contains(name.as_str()) {
+            errors.push(format!(
+                "aggregation.conflictResolutionConfig.priorityOrder[{i}] {name:?} is not a configured backend"
+            ));
+        }
+        if !seen.insert(name) {
+            errors.push(format!(
+                "aggregation.conflictResolutionConfig.priorityOrder[{i}] {name:?} is listed twice"
+            ));
+        }
+    }
+    if strategy == Some("manual") && aggregation.tools.is_empty() {
+        errors.push(
+            "aggregation.tools is required when conflictResolution is \"manual\" (collisions are resolved by overrides)"
+                .into(),
+        );
+    }
+    if let Some(v) = &aggregation.default_tool_visibility
+        && v != "allow"
+        && v != "deny"
+    {
+        errors.push(format!(
+            "aggregation.defaultToolVisibility must be \"allow\" or \"deny\" (got {v:?})"
+        ));
+    }
+    if let Some(size) = aggregation.page_size
+        && !(1..=MAX_PAGE_SIZE).contains(&size)
+    {
+        errors.push(format!(
+            "aggregation.pageSize must be between 1 and {MAX_PAGE_SIZE} (got {size})"
+        ));
+    }
+
+    let mut workloads = BTreeSet::new();
+    // Overridden names per backend, to catch two overrides claiming one name.
+    let mut override_names: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (i, entry) in aggregation.tools.iter().enumerate() {
+        let field = format!("aggregation.tools[{i}]");
+        if entry.workload.is_empty() {
+            errors.push(format!("{field}.workload is required"));
+        } else if !names.contains(entry.workload.as_str()) {
+            errors.push(format!(
+                "{field}.workload {:?} is not a configured backend",
+                entry.workload
+            ));
+        } else if !workloads.insert(entry.workload.as_str()) {
+            errors.push(format!(
+                "{field}.workload {:?} has more than one entry",
+                entry.workload
+            ));
+        }
+        for (tool, o) in &entry.overrides {
+            let field = format!("{field}.overrides.{tool}");
+            if let Some(name) = &o.name {
+                if !is_valid_name(name) {
+                    errors.push(format!(
+                        "{field}.name {name:?} must match ^[a-zA-Z0-9_-]{{1,64}}$"
+                    ));
+                }
+                override_names
+                    .entry(name.as_str())
+                    .or_default()
+                    .push(format!("{}.{tool}", entry.workload));
+            }
+            if let Some(annotations) = &o.annotations {
+                for (key, value) in annotations {
+                    if !ANNOTATION_KEYS.contains(&key.as_str()) {
+                        errors.push(format!(
+                            "{field}.annotations.{key} is not a tool annotation (expected one of {})",
+                            ANNOTATION_KEYS.join(", ")
+                        ));
+                    } else if key == "title" && !value.is_string() {
+                        errors.push(format!("{field}.annotations.title must be a string"));
+                    } else if key != "title" && !value.is_boolean() {
+                        errors.push(format!("{field}.annotations.{key} must be true or false"));
+                    }
+                }
+            }
+        }
+    }
+    if strategy == Some("manual") {
+        for (name, claimants) in &override_names {
+            if claimants.len() > 1 {
+                errors.push(format!(
+                    "aggregation.tools: collision after override: {} are all renamed to {name:?}",
+                    claimants.join(", ")
+                ));
+            }
+        }
+    }
+    // Under deny, a priority winner without a tools entry would win a name and then be
+    // withheld, silently hiding the loser too.
+    if strategy == Some("priority") && config.default_deny() {
+        for (i, name) in order.iter().enumerate() {
+            if names.contains(name.as_str()) && !workloads.contains(name.as_str()) {
+                errors.push(format!(
+                    "aggregation.conflictResolutionConfig.priorityOrder[{i}] {name:?} has no aggregation.tools entry, so with defaultToolVisibility \"deny\" it would win collisions and then advertise nothing"
+                ));
+            }
+        }
+    }
+    for key in config.operational.timeouts.per_workload.keys() {
+        if !names.contains(key.as_str()) {
+            errors.push(format!(
+                "operational.timeouts.perWorkload.{key} is not a configured backend"
+            ));
+        }
+    }
+    for (field, value) in [
+        ("default", config.operational.timeouts.default),
+        ("discovery", config.operational.timeouts.discovery),
+    ] {
+        if value.is_some_and(|d| d.is_zero()) {
+            errors.push(format!("operational.timeouts.{field} must be greater than 0"));
+        }
+    }
+
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ConfigError::Invalid(errors))
+    }
+}
+
+fn is_valid_backend_name(name: &str) -> bool {
+    name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::load_str;
+    use super::ConfigError;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        match load_str(yaml) {
+            Err(ConfigError::Invalid(errors)) => errors,
+            other => panic!("expected validation errors, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_the_offending_backend_fields() {
+        let errs = errors(
+            "backends:\n  - {name: a, url: ftp://x, transport: stdio}\n  - {name: a, url: http://127.0.0.1:1/mcp}\n  - {url: http://x}\n",
+        );
+        assert!(errs.contains(&"backends[0].url must start with http:// or https://".into()));
+        assert!(errs.contains(
+            &"backends[0].transport must be \"sse\" or \"streamable-http\" (got \"stdio\")".into()
+        ));
+        assert!(errs.contains(&"backends[1].name \"a\" is used by another backend".into()));
+        assert!(errs.contains(&"backends[2].name is required".into()));
+    }
+
+    #[test]
+    fn checks_strategy_settings() {
+        let errs = errors(
+            "backends: [{name: a, url: 'http://h/mcp'}]\naggregation:\n  conflictResolution: priority\n",
+        );
+        assert_eq!(
+            errs,
+            vec!["aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\""]
+        );
+        let errs = errors(
+            "backends: [{name: a, url: 'http://h/mcp'}]\naggregation:\n  conflictResolution: mnaual\n",
+        );
+        assert!(errs[0].starts_with("aggregation.conflictResolution must be"));
+        let errs = errors(
+            "backends: [{name: a, url: 'http://h/mcp'}, {name: b, url: 'http://h/mcp'}]\naggregation:\n  conflictResolution: manual\n  tools:\n    - workload: a\n      overrides: {x: {name: same}}\n    - workload: b\n      overrides: {y: {name: same}}\n",
+        );
+        assert_eq!(
+            errs,
+            vec!["aggregation.tools: collision after override: a.x, b.y are all renamed to \"same\""]
+        );
+    }
+
+    #[test]
+    fn type_errors_name_the_path() {
+        let err = load_str("backends:\n  - name: a\n    url: http://h\n    metadata: 3\n").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("backends[0].metadata"), "{text}");
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_not_fatal() {
+        let loaded = load_str(
+            "name: x\nincomingAuth: {type: anonymous}\nbackends: [{name: a, url: 'http://h/mcp', caBundlePath: /x}]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.ignored_keys,
+            vec!["incomingAuth".to_string(), "backends.0.caBundlePath".to_string()]
+        );
+    }
+
+    #[test]
+    fn durations_parse_with_humantime() {
+        let loaded = load_str(
+            "backends: [{name: a, url: 'http://h/mcp'}]\noperational:\n  timeouts: {default: 45s, discovery: 2s, perWorkload: {a: 1m}}\n",
+        )
+        .unwrap();
+        assert_eq!(loaded.config.call_timeout("a").as_secs(), 60);
+        assert_eq!(loaded.config.call_timeout("b").as_secs(), 45);
+        assert_eq!(loaded.config.discovery_timeout().as_secs(), 2);
+    }
+}

@@ -1,0 +1,280 @@
+//! The client edge: the rmcp `ServerHandler` that serves the aggregated catalog.
+//!
+//! rmcp's streamable HTTP server does the wire work for both revisions (Legacy
+//! sessions and Modern stateless requests, `server/discover`, `resultType`); this
+//! handler answers lists from the current catalog with gateway-side pagination and
+//! forwards calls through the router to the owning backend.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+use crate::aggregator::Aggregator;
+use crate::backend::BackendError;
+use crate::backend::meta::strip_reserved;
+use crate::pagination::{ListKind, page};
+use crate::router::{self, Routed};
+
+/// The gateway's MCP server handler. Cloning is an `Arc` clone, so rmcp's
+/// per-request factory stays cheap.
+#[derive(Clone)]
+pub struct VmcpHandler {
+    aggregator: Arc<Aggregator>,
+    info: Arc<ServerConfig>,
+}
+
+impl std::fmt::Debug for VmcpHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmcpHandler").finish_non_exhaustive()
+    }
+}
+
+/// Lists vary by caller once authorization filters them, so no shared caching.
+const LIST_TTL_MS: u64 = 0;
+
+impl VmcpHandler {
+    /// A handler serving `aggregator`'s catalog.
+    pub fn new(aggregator: Arc<Aggregator>) -> Self {
+        let name = aggregator
+            .config()
+            .name
+            .clone()
+            .unwrap_or_else(|| "vmcp".to_owned());
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
+            .build();
+        let info = ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(name, env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "vmcp aggregates several MCP servers; tool and prompt names carry the backend they belong to.",
+            );
+        Self {
+            aggregator,
+            info: Arc::new(info),
+        }
+    }
+
+    fn page_size(&self) -> usize {
+        self.aggregator.config().page_size()
+    }
+
+    fn backend(&self, name: &str) -> Result<Arc<crate::backend::BackendClient>, ErrorData> {
+        self.aggregator.registry().get(name).ok_or_else(|| {
+            ErrorData::internal_error(format!("backend {name:?} is no longer configured"), None)
+        })
+    }
+
+    fn timeout(&self, backend: &str) -> std::time::Duration {
+        self.aggregator.config().call_timeout(backend)
+    }
+}
+
+/// Map a backend failure to what the client sees. Transport details (URLs, socket
+/// errors) are logged, not returned.
+fn client_error(error: BackendError, modern: bool) -> ErrorData {
+    match error {
+        BackendError::Mcp { mut error, .. } => {
+            // -32002 (resource not found) is retired on 2026-07-28.
+            if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND {
+                error.code = ErrorCode::INVALID_PARAMS;
+            }
+            error
+        }
+        BackendError::Timeout { backend, timeout } => ErrorData::internal_error(
+            format!("backend {backend:?} did not answer within {timeout:?}"),
+            None,
+        ),
+        BackendError::Unreachable { backend, reason }
+        | BackendError::Transport { backend, reason } => {
+            tracing::warn!(%backend, "backend call failed: {reason}");
+            ErrorData::internal_error(format!("backend {backend:?} is unavailable"), None)
+        }
+    }
+}
+
+fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.meta.protocol_version().is_some()
+}
+
+fn cursor(params: &Option<PaginatedRequestParams>) -> Option<&str> {
+    params.as_ref().and_then(|p| p.cursor.as_deref())
+}
+
+impl ServerHandler for VmcpHandler {
+    fn get_info(&self) -> ServerConfig {
+        (*self.info).clone()
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.aggregator.catalog().tool(name).map(|e| e.tool.clone())
+    }
+
+    async fn list_tools(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let catalog = self.aggregator.catalog();
+        let (items, next) = page(
+            catalog.tools(),
+            |t| t.name.as_ref(),
+            ListKind::Tools,
+            cursor(&params),
+            self.page_size(),
+        )?;
+        let mut result = ListToolsResult::with_all_items(items)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_prompts(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let catalog = self.aggregator.catalog();
+        let (items, next) = page(
+            catalog.prompts(),
+            |p| p.name.as_str(),
+            ListKind::Prompts,
+            cursor(&params),
+            self.page_size(),
+        )?;
+        let mut result = ListPromptsResult::with_all_items(items)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resources(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let catalog = self.aggregator.catalog();
+        let (items, next) = page(
+            catalog.resources(),
+            |r| r.uri.as_str(),
+            ListKind::Resources,
+            cursor(&params),
+            self.page_size(),
+        )?;
+        let mut result = ListResourcesResult::with_all_items(items)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let catalog = self.aggregator.catalog();
+        let (items, next) = page(
+            catalog.templates(),
+            |t| t.uri_template.as_str(),
+            ListKind::ResourceTemplates,
+            cursor(&params),
+            self.page_size(),
+        )?;
+        let mut result = ListResourceTemplatesResult::with_all_items(items)
+            .with_ttl_ms(LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Routed { backend, params } = router::route_tool(&self.aggregator.catalog(), params)?;
+        let client = self.backend(&backend)?;
+        let response = client
+            .call_tool(params, self.timeout(&backend))
+            .await
+            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        Ok(match response {
+            CallToolResponse::Complete(mut result) => {
+                if let Some(meta) = result.meta.as_mut() {
+                    strip_reserved(&mut meta.0);
+                }
+                CallToolResponse::Complete(result)
+            }
+            other => other,
+        })
+    }
+
+    async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let Routed { backend, params } = router::route_prompt(&self.aggregator.catalog(), params)?;
+        let client = self.backend(&backend)?;
+        client
+            .get_prompt(params, self.timeout(&backend))
+            .await
+            .map_err(|e| client_error(e, is_modern(&ctx)))
+    }
+
+    async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let Routed { backend, params } =
+            router::route_resource(&self.aggregator.catalog(), params)?;
+        let client = self.backend(&backend)?;
+        let response = client
+            .read_resource(params, self.timeout(&backend))
+            .await
+            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        Ok(match response {
+            ReadResourceResponse::Complete(mut result) => {
+                // The backend's cache hints describe its own view, not the caller's.
+                result.ttl_ms = Some(LIST_TTL_MS);
+                result.cache_scope = Some(CacheScope::Private);
+                ReadResourceResponse::Complete(result)
+            }
+            other => other,
+        })
+    }
+
+    async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let Some(Routed { backend, params }) =
+            router::route_completion(&self.aggregator.catalog(), params)?
+        else {
+            return Ok(CompleteResult::new(CompletionInfo::default()));
+        };
+        let client = self.backend(&backend)?;
+        client
+            .complete(params, self.timeout(&backend))
+            .await
+            .map_err(|e| client_error(e, is_modern(&ctx)))
+    }
+}

@@ -1,0 +1,143 @@
+//! The aggregating MCP tower `Service`, and the running gateway that backs it.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
+
+use crate::aggregator::Aggregator;
+use crate::backend::BackendRegistry;
+use crate::config::{Strategy, VmcpConfig};
+use crate::handler::VmcpHandler;
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `conflictResolution: manual` left collisions no override resolves.
+    #[error("unresolved tool name collisions (conflictResolution: manual):\n  - {}", .0.join("\n  - "))]
+    UnresolvedCollisions(Vec<String>),
+}
+
+/// A running gateway: the backend registry, the aggregated catalog, and the
+/// background task that keeps the catalog current.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = vmcp_service::config::load_file("vmcp.yaml".as_ref())?.config;
+/// let gateway = vmcp_service::Vmcp::start(config).await?;
+/// let app = axum::Router::new().nest_service("/mcp", gateway.service());
+/// # let _ = app; Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Vmcp {
+    aggregator: Arc<Aggregator>,
+    shutdown: CancellationToken,
+}
+
+impl Vmcp {
+    /// Connect to every backend, build the first catalog, and start keeping it
+    /// current. Unreachable backends do not stop startup: they are retried in the
+    /// background. Under `manual` conflict resolution an unresolved collision does.
+    pub async fn start(config: VmcpConfig) -> Result<Self, StartError> {
+        let registry = Arc::new(BackendRegistry::new(config.backends.clone()));
+        let manual = config.strategy() == Strategy::Manual;
+        let aggregator = Arc::new(Aggregator::new(Arc::new(config), registry));
+        let report = aggregator.refresh_all().await;
+        if manual && !report.unresolved.is_empty() {
+            aggregator.registry().close_all().await;
+            return Err(StartError::UnresolvedCollisions(report.unresolved));
+        }
+        let shutdown = CancellationToken::new();
+        tokio::spawn(aggregator.clone().run(shutdown.clone()));
+        Ok(Self {
+            aggregator,
+            shutdown,
+        })
+    }
+
+    /// The tower service to mount at the MCP endpoint (`/mcp`). Cheap to call again.
+    pub fn service(&self) -> VmcpService {
+        self.service_with(StreamableHttpServerConfig::default())
+    }
+
+    /// Like [`Vmcp::service`] with rmcp's HTTP settings (allowed hosts and origins,
+    /// keep-alive, body limit). Legacy session mode is always kept on: both
+    /// revisions are served on one endpoint.
+    pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
+        let handler = VmcpHandler::new(self.aggregator.clone());
+        let config = config
+            .with_legacy_session_mode(true)
+            .with_cancellation_token(self.shutdown.child_token());
+        VmcpService {
+            inner: StreamableHttpService::new(
+                move || Ok(handler.clone()),
+                Arc::new(LocalSessionManager::default()),
+                config,
+            ),
+        }
+    }
+
+    /// The aggregator (current catalog, refresh).
+    pub fn aggregator(&self) -> &Arc<Aggregator> {
+        &self.aggregator
+    }
+
+    /// The backend registry; adding or removing a backend rebuilds the catalog.
+    pub fn registry(&self) -> &Arc<BackendRegistry> {
+        self.aggregator.registry()
+    }
+
+    /// Stop background work and close every backend connection.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        self.registry().close_all().await;
+    }
+}
+
+impl Drop for Vmcp {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+/// The aggregating MCP endpoint as a tower `Service<http::Request<B>>`: mount it in
+/// axum with `nest_service`/`route_service`, or serve it with hyper directly.
+#[derive(Clone)]
+pub struct VmcpService {
+    inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
+}
+
+impl std::fmt::Debug for VmcpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmcpService").finish_non_exhaustive()
+    }
+}
+
+/// The response body type of [`VmcpService`].
+pub type VmcpBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+impl<B> tower::Service<http::Request<B>> for VmcpService
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: std::fmt::Display,
+    B::Data: Send + 'static,
+{
+    type Response = http::Response<VmcpBody>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let inner = self.inner.clone();
+        Box::pin(async move { Ok(inner.handle(req).await) })
+    }
+}
