@@ -1,1 +1,187 @@
-fn main() {}
+//! The bundled vmcp server: `serve`, `validate`, `init`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use vmcp_examples::starter::{STARTER_YAML, embedded_default};
+use vmcp_service::Vmcp;
+use vmcp_service::config::{Loaded, load_file};
+
+#[derive(Parser)]
+#[command(
+    name = "vmcp",
+    version,
+    about = "A virtual MCP server: many MCP backends behind one endpoint"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the aggregated MCP endpoint at /mcp.
+    Serve {
+        /// Configuration file; without it, two in-process demo backends are served.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Address to bind. Loopback by default; anything else is exposed to the network.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        /// Port to bind.
+        #[arg(long, default_value_t = 4483)]
+        port: u16,
+        /// Extra `Host` header values to accept (DNS-rebinding protection allows loopback only).
+        #[arg(long = "allowed-host")]
+        allowed_hosts: Vec<String>,
+    },
+    /// Check a configuration file and exit.
+    Validate {
+        /// Configuration file.
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Write a commented starter configuration.
+    Init {
+        /// Where to write it; `-` for standard output.
+        #[arg(long, short, default_value = "vmcp.yaml")]
+        output: PathBuf,
+        /// Overwrite an existing file.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+fn report_ignored(loaded: &Loaded) {
+    for key in &loaded.ignored_keys {
+        tracing::warn!(
+            "configuration key {key:?} is not used by vmcp (not implemented, or misspelled)"
+        );
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,rmcp=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse().command).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Validate { config } => {
+            let loaded = load_file(&config)?;
+            report_ignored(&loaded);
+            println!(
+                "{}: valid ({} backend(s))",
+                config.display(),
+                loaded.config.backends.len()
+            );
+            Ok(())
+        }
+        Command::Init { output, force } => {
+            if output.as_os_str() == "-" {
+                print!("{STARTER_YAML}");
+                return Ok(());
+            }
+            if output.exists() && !force {
+                anyhow::bail!("{} exists; pass --force to overwrite", output.display());
+            }
+            std::fs::write(&output, STARTER_YAML)?;
+            println!("wrote {}", output.display());
+            Ok(())
+        }
+        Command::Serve {
+            config,
+            host,
+            port,
+            allowed_hosts,
+        } => serve(config, host, port, allowed_hosts).await,
+    }
+}
+
+async fn serve(
+    config: Option<PathBuf>,
+    host: IpAddr,
+    port: u16,
+    mut allowed_hosts: Vec<String>,
+) -> anyhow::Result<()> {
+    let (config, _demo) = match config {
+        Some(path) => {
+            let loaded = load_file(&path)?;
+            report_ignored(&loaded);
+            (loaded.config, None)
+        }
+        None => {
+            let demo = embedded_default().await?;
+            tracing::info!(
+                "no --config: serving the embedded default (demo backends alpha and beta)"
+            );
+            (demo.config.clone(), Some(demo))
+        }
+    };
+    if !host.is_loopback() {
+        tracing::warn!(%host, "binding a non-loopback address: the endpoint is reachable from the network");
+        allowed_hosts.push(host.to_string());
+    }
+    let gateway = Vmcp::start(config).await?;
+    let mut http = StreamableHttpServerConfig::default();
+    if !allowed_hosts.is_empty() {
+        let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        hosts.extend(allowed_hosts);
+        http = http.with_allowed_hosts(hosts);
+    }
+    let app = axum::Router::new().nest_service("/mcp", gateway.service_with(http));
+    let listener = tokio::net::TcpListener::bind(SocketAddr::new(host, port)).await?;
+    let addr = listener.local_addr()?;
+    let catalog = gateway.aggregator().catalog();
+    tracing::info!(
+        tools = catalog.tools().len(),
+        backends = catalog.backends().len(),
+        "vmcp listening on http://{addr}/mcp"
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    gateway.shutdown().await;
+    tracing::info!("vmcp stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

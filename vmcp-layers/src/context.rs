@@ -202,7 +202,10 @@ mod tests {
 
     #[test]
     fn rejects_batches_and_garbage() {
-        assert_eq!(ParsedMcpRequest::parse(b"[]", None, false), Err(ParseError::Batch));
+        assert_eq!(
+            ParsedMcpRequest::parse(b"[]", None, false),
+            Err(ParseError::Batch)
+        );
         assert!(matches!(
             ParsedMcpRequest::parse(b"{nope", None, false),
             Err(ParseError::NotJson(_))

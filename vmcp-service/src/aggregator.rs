@@ -49,7 +49,10 @@ impl Aggregator {
 
     /// The current catalog (a cheap `Arc` clone; never blocks on backends).
     pub fn catalog(&self) -> Arc<Catalog> {
-        self.current.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The configuration.

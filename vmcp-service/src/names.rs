@@ -57,7 +57,10 @@ mod tests {
 
     #[test]
     fn sanitizing_replaces_or_gives_up() {
-        assert_eq!(sanitize("github.create issue").as_deref(), Some("github_create_issue"));
+        assert_eq!(
+            sanitize("github.create issue").as_deref(),
+            Some("github_create_issue")
+        );
         assert_eq!(sanitize("ok").as_deref(), Some("ok"));
         assert_eq!(sanitize(""), None);
         assert_eq!(sanitize(&"y".repeat(70)), None);

@@ -47,8 +47,7 @@ fn decode(cursor: &str, kind: ListKind) -> Result<Position, ErrorData> {
     let bytes = URL_SAFE_NO_PAD
         .decode(cursor)
         .map_err(|_| invalid("not base64url"))?;
-    let position: Position =
-        serde_json::from_slice(&bytes).map_err(|_| invalid("malformed"))?;
+    let position: Position = serde_json::from_slice(&bytes).map_err(|_| invalid("malformed"))?;
     if position.k != kind {
         return Err(invalid("it belongs to another list"));
     }
@@ -107,7 +106,8 @@ mod tests {
         let mut out = Vec::new();
         let mut cursor = None;
         loop {
-            let (page, next) = page(items, |s| s, ListKind::Tools, cursor.as_deref(), size).unwrap();
+            let (page, next) =
+                page(items, |s| s, ListKind::Tools, cursor.as_deref(), size).unwrap();
             out.push(page);
             match next {
                 Some(c) => cursor = Some(c),
@@ -139,7 +139,14 @@ mod tests {
         let (_, next) = page(&["a", "c", "e"], |s| s, ListKind::Tools, None, 2).unwrap();
         let cursor = next.unwrap();
         // "b" joined before the cursor, "d" after it, "a" left: resume after "c".
-        let (rest, _) = page(&["b", "c", "d", "e"], |s| s, ListKind::Tools, Some(&cursor), 2).unwrap();
+        let (rest, _) = page(
+            &["b", "c", "d", "e"],
+            |s| s,
+            ListKind::Tools,
+            Some(&cursor),
+            2,
+        )
+        .unwrap();
         assert_eq!(rest, vec!["d", "e"]);
     }
 

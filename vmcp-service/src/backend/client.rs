@@ -252,9 +252,11 @@ impl BackendClient {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
-                let config = StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
-                    .reinit_on_expired_session(true);
-                let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
+                        .reinit_on_expired_session(true);
+                let transport =
+                    StreamableHttpClientTransport::with_client(self.http.clone(), config);
                 let lifecycle = rmcp::service::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
@@ -350,7 +352,10 @@ impl BackendClient {
     ///
     /// A transport failure on an open connection is retried once on a fresh one: lists
     /// have no side effects, and this is how a restarted backend is picked up.
-    pub async fn capabilities(&self, timeout: Duration) -> Result<BackendCapabilities, BackendError> {
+    pub async fn capabilities(
+        &self,
+        timeout: Duration,
+    ) -> Result<BackendCapabilities, BackendError> {
         let attempt = || {
             self.run(timeout, |conn| async move {
                 let caps = &conn.capabilities;
@@ -420,8 +425,10 @@ impl BackendClient {
         params: CompleteRequestParams,
         timeout: Duration,
     ) -> Result<CompleteResult, BackendError> {
-        self.run(timeout, |conn| async move { conn.service.complete(params).await })
-            .await
+        self.run(timeout, |conn| async move {
+            conn.service.complete(params).await
+        })
+        .await
     }
 }
 

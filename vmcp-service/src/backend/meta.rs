@@ -46,7 +46,11 @@ mod tests {
         keys.sort();
         assert_eq!(
             keys,
-            vec!["io.modelcontextprotocol/related-task", "progressToken", "traceparent"]
+            vec![
+                "io.modelcontextprotocol/related-task",
+                "progressToken",
+                "traceparent"
+            ]
         );
     }
 }

@@ -6,5 +6,7 @@ pub mod meta;
 pub mod registry;
 pub mod sse;
 
-pub use client::{BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind};
+pub use client::{
+    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind,
+};
 pub use registry::BackendRegistry;

@@ -8,7 +8,9 @@ pub struct SseClientConfig {
 }
 impl SseClientConfig {
     pub fn new(url: &str) -> Self {
-        Self { url: url.to_owned() }
+        Self {
+            url: url.to_owned(),
+        }
     }
 }
 #[derive(Debug, thiserror::Error)]

@@ -41,7 +41,11 @@ pub struct Naming<'a> {
 
 impl Naming<'_> {
     fn prefixed(&self, claim: &Claim<'_>) -> String {
-        format!("{}{}", prefix(self.prefix_format, claim.backend), claim.base)
+        format!(
+            "{}{}",
+            prefix(self.prefix_format, claim.backend),
+            claim.base
+        )
     }
 
     fn rank(&self, backend: &str) -> Option<usize> {
@@ -232,7 +236,10 @@ mod tests {
     fn prefix_applies_to_every_tool() {
         let c = claims(&[("a", "echo"), ("a", "add"), ("b", "echo")]);
         let r = resolve_tools(naming(Strategy::Prefix, &[]), &c);
-        assert_eq!(names(&r), vec![Some("a_echo"), Some("a_add"), Some("b_echo")]);
+        assert_eq!(
+            names(&r),
+            vec![Some("a_echo"), Some("a_add"), Some("b_echo")]
+        );
     }
 
     #[test]
@@ -256,13 +263,26 @@ mod tests {
         let r = resolve_tools(naming(Strategy::Priority, &order), &c);
         assert_eq!(
             names(&r),
-            vec![None, Some("echo"), Some("c_echo"), Some("only_a"), Some("c_dup"), Some("d_dup")]
+            vec![
+                None,
+                Some("echo"),
+                Some("c_echo"),
+                Some("only_a"),
+                Some("c_dup"),
+                Some("d_dup")
+            ]
         );
     }
 
     #[test]
     fn manual_reports_every_unresolved_collision() {
-        let c = claims(&[("a", "echo"), ("b", "echo"), ("a", "x"), ("c", "x"), ("c", "ok")]);
+        let c = claims(&[
+            ("a", "echo"),
+            ("b", "echo"),
+            ("a", "x"),
+            ("c", "x"),
+            ("c", "ok"),
+        ]);
         let r = resolve_tools(naming(Strategy::Manual, &[]), &c);
         assert_eq!(names(&r), vec![None, None, None, None, Some("ok")]);
         assert_eq!(
@@ -287,9 +307,15 @@ mod tests {
     fn prompts_always_prefixed_except_listed_under_priority() {
         let c = claims(&[("a", "greet"), ("b", "greet"), ("c", "greet")]);
         let r = resolve_prompts(naming(Strategy::Prefix, &[]), &c);
-        assert_eq!(names(&r), vec![Some("a_greet"), Some("b_greet"), Some("c_greet")]);
+        assert_eq!(
+            names(&r),
+            vec![Some("a_greet"), Some("b_greet"), Some("c_greet")]
+        );
         let r = resolve_prompts(naming(Strategy::Manual, &[]), &c);
-        assert_eq!(names(&r), vec![Some("a_greet"), Some("b_greet"), Some("c_greet")]);
+        assert_eq!(
+            names(&r),
+            vec![Some("a_greet"), Some("b_greet"), Some("c_greet")]
+        );
         let order = vec!["b".to_owned(), "a".to_owned()];
         let r = resolve_prompts(naming(Strategy::Priority, &order), &c);
         assert_eq!(names(&r), vec![None, Some("greet"), Some("c_greet")]);

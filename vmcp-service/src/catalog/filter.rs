@@ -98,7 +98,11 @@ aggregation:
         )
         .unwrap()
         .config;
-        let gh = prepare_tools(&config, "gh", vec![tool("create_pr"), tool("delete_repo"), tool("list_issues")]);
+        let gh = prepare_tools(
+            &config,
+            "gh",
+            vec![tool("create_pr"), tool("delete_repo"), tool("list_issues")],
+        );
         assert_eq!(gh[0].tool.name, "open_pull_request");
         assert_eq!(gh[0].original, "create_pr");
         assert_eq!(gh[0].tool.description.as_deref(), Some("Open a PR"));
@@ -123,9 +127,11 @@ aggregation:
         .config;
         assert!(prepare_tools(&config, "a", vec![tool("x")])[0].advertised);
         assert!(!prepare_tools(&config, "b", vec![tool("x")])[0].advertised);
-        let config = load_str("backends: [{name: a, url: 'http://h/mcp'}]\naggregation: {excludeAllTools: true}\n")
-            .unwrap()
-            .config;
+        let config = load_str(
+            "backends: [{name: a, url: 'http://h/mcp'}]\naggregation: {excludeAllTools: true}\n",
+        )
+        .unwrap()
+        .config;
         assert!(!prepare_tools(&config, "a", vec![tool("x")])[0].advertised);
     }
 }

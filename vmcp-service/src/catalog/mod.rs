@@ -115,7 +115,12 @@ impl Catalog {
         let mut prepared = Vec::new();
         for (backend, caps) in &mut reports {
             let mut tools = filter::prepare_tools(config, backend, std::mem::take(&mut caps.tools));
-            tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name).then(a.original.cmp(&b.original)));
+            tools.sort_by(|a, b| {
+                a.tool
+                    .name
+                    .cmp(&b.tool.name)
+                    .then(a.original.cmp(&b.original))
+            });
             prepared.extend(tools.into_iter().map(|p| (backend.clone(), p)));
         }
         let claims: Vec<Claim<'_>> = prepared
@@ -168,7 +173,9 @@ impl Catalog {
                 },
             });
         }
-        catalog.prompts.sort_by(|a, b| a.prompt.name.cmp(&b.prompt.name));
+        catalog
+            .prompts
+            .sort_by(|a, b| a.prompt.name.cmp(&b.prompt.name));
 
         // Resources and templates: locators, never renamed; the earliest backend in
         // sorted order keeps a duplicate.
@@ -198,7 +205,9 @@ impl Catalog {
                         backend: backend.clone(),
                         matcher,
                     }),
-                    Err(e) => tracing::warn!(backend = %backend, template = %template.uri_template, "resource template skipped: {e}"),
+                    Err(e) => {
+                        tracing::warn!(backend = %backend, template = %template.uri_template, "resource template skipped: {e}")
+                    }
                 }
             }
             if caps.completions {
@@ -206,7 +215,9 @@ impl Catalog {
             }
             catalog.backends.push(backend.clone());
         }
-        catalog.resources.sort_by(|a, b| a.resource.uri.cmp(&b.resource.uri));
+        catalog
+            .resources
+            .sort_by(|a, b| a.resource.uri.cmp(&b.resource.uri));
         catalog
             .templates
             .sort_by(|a, b| a.template.uri_template.cmp(&b.template.uri_template));
@@ -356,7 +367,12 @@ mod tests {
         r2.reverse();
         let (c1, _) = Catalog::build(&config, r1);
         let (c2, _) = Catalog::build(&config, r2);
-        let names = |c: &Catalog| c.tools().iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+        let names = |c: &Catalog| {
+            c.tools()
+                .iter()
+                .map(|t| t.name.to_string())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(&c1), vec!["a_echo", "b_echo"]);
         assert_eq!(names(&c1), names(&c2));
         assert_eq!(c1.resource_owner("shared://x").map(|b| &**b), Some("a"));
@@ -371,7 +387,10 @@ mod tests {
         )
         .unwrap()
         .config;
-        let (c, _) = Catalog::build(&config, vec![("a".into(), caps(&["shown", "hidden"], &[], &[]))]);
+        let (c, _) = Catalog::build(
+            &config,
+            vec![("a".into(), caps(&["shown", "hidden"], &[], &[]))],
+        );
         assert_eq!(c.tools().len(), 1);
         assert!(c.tool("a_hidden").is_none());
         let hidden = c.tool_any("a_hidden").unwrap();

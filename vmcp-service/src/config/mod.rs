@@ -224,7 +224,10 @@ impl VmcpConfig {
 
     /// The tools entry for a backend, if any.
     pub fn tools_for(&self, backend: &str) -> Option<&WorkloadToolsConfig> {
-        self.aggregation.tools.iter().find(|t| t.workload == backend)
+        self.aggregation
+            .tools
+            .iter()
+            .find(|t| t.workload == backend)
     }
 
     /// The page size of gateway-paginated lists.

@@ -200,7 +200,9 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         ("discovery", config.operational.timeouts.discovery),
     ] {
         if value.is_some_and(|d| d.is_zero()) {
-            errors.push(format!("operational.timeouts.{field} must be greater than 0"));
+            errors.push(format!(
+                "operational.timeouts.{field} must be greater than 0"
+            ));
         }
     }
 
@@ -250,7 +252,9 @@ mod tests {
         );
         assert_eq!(
             errs,
-            vec!["aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\""]
+            vec![
+                "aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\""
+            ]
         );
         let errs = errors(
             "backends: [{name: a, url: 'http://h/mcp'}]\naggregation:\n  conflictResolution: mnaual\n",
@@ -261,13 +265,16 @@ mod tests {
         );
         assert_eq!(
             errs,
-            vec!["aggregation.tools: collision after override: a.x, b.y are all renamed to \"same\""]
+            vec![
+                "aggregation.tools: collision after override: a.x, b.y are all renamed to \"same\""
+            ]
         );
     }
 
     #[test]
     fn type_errors_name_the_path() {
-        let err = load_str("backends:\n  - name: a\n    url: http://h\n    metadata: 3\n").unwrap_err();
+        let err =
+            load_str("backends:\n  - name: a\n    url: http://h\n    metadata: 3\n").unwrap_err();
         let text = err.to_string();
         assert!(text.contains("backends[0].metadata"), "{text}");
     }
@@ -280,7 +287,10 @@ mod tests {
         .unwrap();
         assert_eq!(
             loaded.ignored_keys,
-            vec!["incomingAuth".to_string(), "backends.0.caBundlePath".to_string()]
+            vec![
+                "incomingAuth".to_string(),
+                "backends.0.caBundlePath".to_string()
+            ]
         );
     }
 

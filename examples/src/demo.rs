@@ -1,0 +1,353 @@
+//! Small in-process MCP backends: the embedded default's demo servers, and the fast
+//! backends of the test suite.
+//!
+//! A [`DemoBackend`] serves whatever its [`DemoSpec`] lists on both MCP revisions
+//! (rmcp's streamable HTTP server). Tools behave predictably so callers can tell
+//! which backend answered: `echo {text}` returns `"<backend>: <text>"`, `add {a,b}`
+//! the sum, `upper {text}` the upper-cased text, `whoami` the backend name, `fail`
+//! an error result, and any other tool `"<backend>/<tool>"`.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    CompletionInfo, ContentBlock, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Reference, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// What a demo backend offers.
+#[derive(Debug, Clone, Default)]
+pub struct DemoSpec {
+    /// Server name (also what `whoami` answers).
+    pub name: String,
+    /// Tool names.
+    pub tools: Vec<String>,
+    /// Resource URIs.
+    pub resources: Vec<String>,
+    /// Resource template strings.
+    pub templates: Vec<String>,
+    /// Prompt names (each takes an optional `topic` argument).
+    pub prompts: Vec<String>,
+    /// Page size of this backend's own lists (`None`: one page).
+    pub page_size: Option<usize>,
+}
+
+impl DemoSpec {
+    /// A spec with `name` and the given tools.
+    pub fn new(name: &str, tools: &[&str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            tools: tools.iter().map(|t| t.to_string()).collect(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The handler of a demo backend.
+#[derive(Debug, Clone)]
+pub struct DemoBackend {
+    spec: Arc<DemoSpec>,
+}
+
+fn schema(tool: &str) -> Arc<Map<String, Value>> {
+    let schema = match tool {
+        "add" => {
+            json!({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"required":["a","b"]})
+        }
+        "echo" | "upper" => {
+            json!({"type":"object","properties":{"text":{"type":"string"}},"required":["text"]})
+        }
+        _ => json!({"type":"object","properties":{}}),
+    };
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
+fn paginate<T: Clone>(
+    items: &[T],
+    page_size: Option<usize>,
+    params: &Option<PaginatedRequestParams>,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match params.as_ref().and_then(|p| p.cursor.as_deref()) {
+        Some(c) => c
+            .parse::<usize>()
+            .map_err(|_| ErrorData::invalid_params("bad cursor", None))?,
+        None => 0,
+    };
+    let size = page_size.unwrap_or(usize::MAX);
+    let end = start.saturating_add(size).min(items.len());
+    let start = start.min(end);
+    let next = (end < items.len()).then(|| end.to_string());
+    Ok((items[start..end].to_vec(), next))
+}
+
+fn text_arg(args: &Option<Map<String, Value>>, key: &str) -> String {
+    args.as_ref()
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl DemoBackend {
+    /// A backend serving `spec`.
+    pub fn new(spec: DemoSpec) -> Self {
+        Self {
+            spec: Arc::new(spec),
+        }
+    }
+
+    fn tool_list(&self) -> Vec<Tool> {
+        self.spec
+            .tools
+            .iter()
+            .map(|t| Tool::new(t.clone(), format!("{} on {}", t, self.spec.name), schema(t)))
+            .collect()
+    }
+}
+
+impl ServerHandler for DemoBackend {
+    fn get_info(&self) -> ServerConfig {
+        let mut caps = ServerCapabilities::builder().enable_tools().build();
+        if !self.spec.resources.is_empty() || !self.spec.templates.is_empty() {
+            caps.resources = Some(Default::default());
+            caps.completions = Some(Default::default());
+        }
+        if !self.spec.prompts.is_empty() {
+            caps.prompts = Some(Default::default());
+            caps.completions = Some(Default::default());
+        }
+        ServerConfig::new(caps)
+            .with_server_info(Implementation::new(self.spec.name.clone(), "1.0.0"))
+    }
+
+    async fn list_tools(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let (tools, next) = paginate(&self.tool_list(), self.spec.page_size, &params)?;
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tool_list().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.spec.tools.iter().any(|t| *t == params.name) {
+            return Err(ErrorData::invalid_params(
+                format!("no tool {}", params.name),
+                None,
+            ));
+        }
+        let args = &params.arguments;
+        let text = match params.name.as_ref() {
+            "echo" => format!("{}: {}", self.spec.name, text_arg(args, "text")),
+            "upper" => text_arg(args, "text").to_uppercase(),
+            "whoami" => self.spec.name.clone(),
+            "add" => {
+                let n = |k: &str| args.as_ref().and_then(|a| a.get(k)).and_then(Value::as_i64);
+                match (n("a"), n("b")) {
+                    (Some(a), Some(b)) => (a + b).to_string(),
+                    _ => {
+                        return Ok(CallToolResult::error(vec![ContentBlock::text(
+                            "add needs integers a and b",
+                        )])
+                        .into());
+                    }
+                }
+            }
+            "fail" => {
+                return Ok(
+                    CallToolResult::error(vec![ContentBlock::text("failed on purpose")]).into(),
+                );
+            }
+            other => format!("{}/{}", self.spec.name, other),
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+
+    async fn list_resources(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let all: Vec<Resource> = self
+            .spec
+            .resources
+            .iter()
+            .map(|u| Resource::new(u.clone(), format!("{u} ({})", self.spec.name)))
+            .collect();
+        let (items, next) = paginate(&all, self.spec.page_size, &params)?;
+        let mut result = ListResourcesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let all: Vec<ResourceTemplate> = self
+            .spec
+            .templates
+            .iter()
+            .map(|t| ResourceTemplate::new(t.clone(), format!("template on {}", self.spec.name)))
+            .collect();
+        let (items, next) = paginate(&all, self.spec.page_size, &params)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn read_resource(
+        &self,
+        params: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let known = self.spec.resources.contains(&params.uri)
+            || self.spec.templates.iter().any(|t| {
+                let prefix = t.split('{').next().unwrap_or_default();
+                params.uri.starts_with(prefix)
+            });
+        if !known {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {}", params.uri),
+                None,
+            ));
+        }
+        let text = format!("{} from {}", params.uri, self.spec.name);
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, params.uri)]).into())
+    }
+
+    async fn list_prompts(
+        &self,
+        params: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let all: Vec<Prompt> = self
+            .spec
+            .prompts
+            .iter()
+            .map(|p| {
+                Prompt::new(
+                    p.clone(),
+                    Some(format!("prompt on {}", self.spec.name)),
+                    Some(vec![PromptArgument::new("topic")]),
+                )
+            })
+            .collect();
+        let (items, next) = paginate(&all, self.spec.page_size, &params)?;
+        let mut result = ListPromptsResult::with_all_items(items);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        params: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if !self.spec.prompts.contains(&params.name) {
+            return Err(ErrorData::invalid_params(
+                format!("no prompt {}", params.name),
+                None,
+            ));
+        }
+        let topic = text_arg(&params.arguments.map(|a| a.into_iter().collect()), "topic");
+        let text = format!("{} from {} about {}", params.name, self.spec.name, topic);
+        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+    }
+
+    async fn complete(
+        &self,
+        params: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let owner = match &params.r#ref {
+            Reference::Prompt(p) => self.spec.prompts.contains(&p.name),
+            Reference::Resource(r) => self.spec.templates.contains(&r.uri),
+            _ => false,
+        };
+        let values: Vec<String> = if owner {
+            ["alpha", "beta", "gamma"]
+                .iter()
+                .map(|v| format!("{v}-{}", self.spec.name))
+                .filter(|v| v.starts_with(&params.argument.value))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(CompleteResult::new(
+            CompletionInfo::new(values).unwrap_or_default(),
+        ))
+    }
+}
+
+/// A demo backend listening on loopback.
+#[derive(Debug)]
+pub struct RunningDemo {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl RunningDemo {
+    /// The MCP endpoint URL.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// Stop serving (open connections are closed).
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for RunningDemo {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serve `spec` on `127.0.0.1:<port>` (0 picks a free port).
+pub async fn spawn(spec: DemoSpec, port: u16) -> std::io::Result<RunningDemo> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    let stop = CancellationToken::new();
+    let backend = DemoBackend::new(spec);
+    let service: StreamableHttpService<DemoBackend, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(backend.clone()),
+            Default::default(),
+            StreamableHttpServerConfig::default()
+                .with_sse_keep_alive(None)
+                .with_cancellation_token(stop.child_token()),
+        );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { token.cancelled_owned().await })
+            .await;
+    });
+    Ok(RunningDemo { addr, stop })
+}
