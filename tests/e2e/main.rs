@@ -1,0 +1,9 @@
+//! End-to-end tests: the gateway over real HTTP with real MCP peers.
+//!
+//! One test binary (each binary links the whole stack); one module per behaviour.
+
+mod aggregation;
+mod conflicts;
+mod failures;
+mod filtering;
+mod pagination;
