@@ -1,0 +1,155 @@
+//! The bundled server's command line, run as a real process.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::process::Command;
+use vmcp_tests::{free_port, names, py_client, wait_for_port};
+
+const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+
+fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("vmcp.yaml");
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn validate_names_every_invalid_field() {
+    let path = temp_file(
+        "invalid",
+        r#"
+backends:
+  - {name: a, url: "ftp://x", transport: stdio}
+  - {name: a, url: "http://127.0.0.1:1/mcp"}
+  - {url: "http://x"}
+aggregation:
+  conflictResolution: priority
+  defaultToolVisibility: maybe
+  pageSize: 5000
+  tools:
+    - workload: ghost
+      overrides: {t: {name: "bad name", annotations: {readOnlyHint: "yes", color: red}}}
+operational:
+  timeouts: {perWorkload: {nobody: 3s}, default: 0s}
+"#,
+    );
+    let out = Command::new(VMCP)
+        .args(["validate", "--config"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "backends[0].url must start with http:// or https://",
+        "backends[0].transport must be \"sse\" or \"streamable-http\" (got \"stdio\")",
+        "backends[1].name \"a\" is used by another backend",
+        "backends[2].name is required",
+        "aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\"",
+        "aggregation.defaultToolVisibility must be \"allow\" or \"deny\" (got \"maybe\")",
+        "aggregation.pageSize must be between 1 and 1000 (got 5000)",
+        "aggregation.tools[0].workload \"ghost\" is not a configured backend",
+        "aggregation.tools[0].overrides.t.name \"bad name\" must match ^[a-zA-Z0-9_-]{1,64}$",
+        "aggregation.tools[0].overrides.t.annotations.readOnlyHint must be true or false",
+        "aggregation.tools[0].overrides.t.annotations.color is not a tool annotation",
+        "operational.timeouts.perWorkload.nobody is not a configured backend",
+        "operational.timeouts.default must be greater than 0",
+    ] {
+        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+    }
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    let path = temp_file("syntax", "backends:\n  - name: a\n    url: [1, 2]\n");
+    let out = Command::new(VMCP).args(["validate", "-c"]).arg(&path).output().await.unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("backends[0].url"), "{stderr}");
+
+    let out = Command::new(VMCP)
+        .args(["validate", "-c", "/nonexistent/vmcp.yaml"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/vmcp.yaml"));
+}
+
+#[tokio::test]
+async fn init_writes_a_starter_that_validates_and_refuses_to_overwrite() {
+    let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-init", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("starter.yaml");
+    let out = Command::new(VMCP).args(["init", "-o"]).arg(&path).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(VMCP).args(["validate", "-c"]).arg(&path).output().await.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("valid (2 backend(s))"));
+    let out = Command::new(VMCP).args(["init", "-o"]).arg(&path).output().await.unwrap();
+    assert!(!out.status.success(), "init must not overwrite without --force");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_on_the_embedded_default_in_all_three_client_modes() {
+    let port = free_port();
+    let mut server = Command::new(VMCP)
+        .args(["serve", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    for (mode, protocol) in [("auto", "2026-07-28"), ("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
+        let report = py_client(
+            &url,
+            mode,
+            json!([
+                {"op": "list_tools"},
+                {"op": "call_tool", "name": "alpha_echo", "arguments": {"text": "hi"}},
+                {"op": "call_tool", "name": "beta_echo", "arguments": {"text": "hi"}},
+                {"op": "call_tool", "name": "beta_upper", "arguments": {"text": "hi"}}
+            ]),
+        )
+        .await;
+        assert_eq!(report["protocol"], protocol, "{report}");
+        let r = &report["results"];
+        assert_eq!(
+            names(&r[0], "tools", "name"),
+            ["alpha_add", "alpha_echo", "beta_echo", "beta_upper"],
+            "{mode}: the colliding echo is prefixed per backend"
+        );
+        assert_eq!(r[1]["text"], "alpha: hi");
+        assert_eq!(r[2]["text"], "beta: hi");
+        assert_eq!(r[3]["text"], "HI");
+    }
+
+    // SIGTERM stops it gracefully.
+    let pid = server.id().unwrap() as i32;
+    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let status = tokio::time::timeout(Duration::from_secs(10), server.wait())
+        .await
+        .expect("exits within 10s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "graceful exit, got {status}");
+}
+
+#[tokio::test]
+async fn serve_refuses_an_invalid_config_without_starting() {
+    let path = temp_file("serve-invalid", "backends: [{name: a, url: nope}]\n");
+    let out = tokio::time::timeout(
+        Duration::from_secs(20),
+        Command::new(VMCP).args(["serve", "-c"]).arg(&path).args(["--port", "0"]).output(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("backends[0].url must start with http:// or https://"));
+}
