@@ -11,8 +11,8 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
     CompletionInfo, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, Tool,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -219,6 +219,9 @@ impl ServerHandler for VmcpHandler {
                 if let Some(meta) = result.meta.as_mut() {
                     strip_reserved(&mut meta.0);
                 }
+                // A Legacy backend sends no resultType; a Modern client requires one
+                // (rmcp removes it again for Legacy clients).
+                result.result_type = Some(ResultType::COMPLETE);
                 CallToolResponse::Complete(result)
             }
             other => other,
@@ -232,10 +235,17 @@ impl ServerHandler for VmcpHandler {
     ) -> Result<GetPromptResponse, ErrorData> {
         let Routed { backend, params } = router::route_prompt(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
-        client
+        let response = client
             .get_prompt(params, self.timeout(&backend))
             .await
-            .map_err(|e| client_error(e, is_modern(&ctx)))
+            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        Ok(match response {
+            GetPromptResponse::Complete(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                GetPromptResponse::Complete(result)
+            }
+            other => other,
+        })
     }
 
     async fn read_resource(
@@ -255,6 +265,7 @@ impl ServerHandler for VmcpHandler {
                 // The backend's cache hints describe its own view, not the caller's.
                 result.ttl_ms = Some(LIST_TTL_MS);
                 result.cache_scope = Some(CacheScope::Private);
+                result.result_type = Some(ResultType::COMPLETE);
                 ReadResourceResponse::Complete(result)
             }
             other => other,
@@ -272,9 +283,11 @@ impl ServerHandler for VmcpHandler {
             return Ok(CompleteResult::new(CompletionInfo::default()));
         };
         let client = self.backend(&backend)?;
-        client
+        let mut result = client
             .complete(params, self.timeout(&backend))
             .await
-            .map_err(|e| client_error(e, is_modern(&ctx)))
+            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(result)
     }
 }
