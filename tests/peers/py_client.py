@@ -1,7 +1,8 @@
 """Dual-era MCP test client on the Python SDK `mcp` 2.3.0 (`mcp.Client`).
 
 Usage:
-    .peers/venv/bin/python tests/peers/py_client.py URL MODE [--timeout SECONDS] < ops.json
+    .peers/venv/bin/python tests/peers/py_client.py URL MODE [--timeout SECONDS]
+        [--transport auto|streamable-http|sse] < ops.json
 
 MODE is `auto` (probe server/discover, fall back to initialize), `legacy` (initialize handshake,
 2025-11-25) or `2026-07-28` (stateless modern, no probe). stdin holds a JSON array of operations;
@@ -14,8 +15,13 @@ raises yields {"error": {"code": <int|null>, "message": "..."}} and the next one
 connection cannot be established at all the output is {"connect_error": "..."}. Exit status is 0 in
 both cases; it is non-zero only for bad usage / bad stdin (status 2).
 
+"server" is serverInfo.name from the initialize/discover result; with MODE 2026-07-28 (no probe)
+it is taken from the first result's `_meta` "io.modelcontextprotocol/serverInfo" stamp; null if none.
+
+--transport auto (default) uses the legacy HTTP+SSE transport (GET URL, POST to the announced
+endpoint) when the URL path ends in "/sse", and Streamable HTTP otherwise.
 The SDK's client-side response cache is disabled, so every operation reaches the server.
---timeout (default 30 s) bounds each request and, times the number of operations + 1, the whole run.
+--timeout (default 20 s) bounds each request and, times the number of operations + 1, the whole run.
 """
 
 from __future__ import annotations
@@ -24,13 +30,26 @@ import argparse
 import json
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
 
 MODES = ("auto", "legacy", "2026-07-28")
+OPS = (
+    "list_tools",
+    "list_tools_page",
+    "list_resources",
+    "list_resource_templates",
+    "list_prompts",
+    "call_tool",
+    "read_resource",
+    "get_prompt",
+    "complete",
+)
 MAX_PAGES = 1000  # guard against a server that never stops returning nextCursor
 
 
@@ -47,6 +66,13 @@ def _describe(exc: BaseException) -> str:
         return "; ".join(_describe(e) for e in exc.exceptions)
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def is_connect_failure(exc: BaseException) -> bool:
+    """True when the request never reached a server (refused, unreachable, connect timeout)."""
+    leaf = _leaf(exc)
+    names = {c.__name__ for c in type(leaf).__mro__}
+    return bool(names & {"ConnectError", "ConnectTimeout"}) or isinstance(leaf, ConnectionError)
 
 
 def error_entry(exc: BaseException) -> dict[str, Any]:
@@ -156,29 +182,45 @@ async def run_op(client: Client, op: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown op {kind!r}")
 
 
-async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float) -> dict[str, Any]:
+def use_sse(url: str, transport: str) -> bool:
+    if transport == "auto":
+        return urlsplit(url).path.rstrip("/").endswith("/sse")
+    return transport == "sse"
+
+
+async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float, transport: str) -> dict[str, Any]:
     out: dict[str, Any] = {"protocol": None, "server": None, "results": []}
     connected = False
+    reached = False  # did any request reach a server? (mode 2026-07-28 has no connect-time request)
+    first_connect_error: str | None = None
     try:
         with anyio.fail_after(timeout * (len(ops) + 1)):
-            async with Client(url, mode=mode, cache=None, read_timeout_seconds=timeout) as client:
+            server: Any = sse_client(url, timeout=timeout) if use_sse(url, transport) else url
+            async with Client(server, mode=mode, cache=None, read_timeout_seconds=timeout) as client:
                 connected = True
                 out["protocol"] = client.protocol_version
                 out["server"] = client.server_info.name if client.server_info else None
                 for op in ops:
                     try:
                         out["results"].append(await run_op(client, op))
+                        reached = True
                     except Exception as exc:  # noqa: BLE001 - every failure is reported, then we go on
                         out["results"].append(error_entry(exc))
+                        if not is_connect_failure(exc):
+                            reached = True
+                        elif first_connect_error is None:
+                            first_connect_error = _describe(exc)
                     if out["server"] is None:
                         out["server"] = Seen.server
     except Exception as exc:  # noqa: BLE001
-        if not connected:
+        if not connected or (not reached and is_connect_failure(exc)):
             return {"connect_error": _describe(exc)}
         # Raised while closing the connection (or the overall deadline hit): keep what we have.
         print(f"py_client: after {len(out['results'])} ops: {_describe(exc)}", file=sys.stderr)
         while len(out["results"]) < len(ops):
             out["results"].append(error_entry(exc))
+    if ops and not reached and first_connect_error is not None:
+        return {"connect_error": first_connect_error}
     return out
 
 
@@ -186,7 +228,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("url")
     p.add_argument("mode", choices=MODES)
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    p.add_argument("--timeout", type=float, default=20.0, help="seconds per request (default 20)")
+    p.add_argument("--transport", choices=["auto", "streamable-http", "sse"], default="auto")
     args = p.parse_args()
     try:
         ops = json.load(sys.stdin)
@@ -196,7 +239,11 @@ def main() -> int:
     if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
         print("py_client: stdin must be a JSON array of objects", file=sys.stderr)
         return 2
-    out = anyio.run(run, args.url, args.mode, ops, args.timeout)
+    unknown = [o.get("op") for o in ops if o.get("op") not in OPS]
+    if unknown:
+        print(f"py_client: unknown op(s) {unknown}; known: {', '.join(OPS)}", file=sys.stderr)
+        return 2
+    out = anyio.run(run, args.url, args.mode, ops, args.timeout, args.transport)
     sys.stdout.write(json.dumps(out) + "\n")
     sys.stdout.flush()
     return 0
