@@ -1,1 +1,3 @@
 //! vmcp service.
+
+pub mod backend;
