@@ -1,42 +1,1185 @@
-//! Legacy HTTP+SSE client transport (stub until the real transport lands).
-#![allow(missing_docs)]
-use rmcp::RoleClient;
-use rmcp::transport::Transport;
+//! Client side of the legacy MCP "HTTP+SSE" transport (protocol revision 2024-11-05).
+//!
+//! rmcp 3.11 dropped its client for this "two-endpoint" transport; many deployed MCP servers
+//! still only speak it, so vmcp carries its own implementation.
+//!
+//! # Protocol
+//!
+//! 1. The client opens a long-lived `GET` on the SSE URL with `Accept: text/event-stream`.
+//! 2. The server's first event is `event: endpoint`; its data is a (usually relative) URL to
+//!    which the client POSTs its messages. It is resolved against the SSE URL.
+//! 3. Every server → client JSON-RPC message arrives as `event: message` whose data is the JSON
+//!    text of the message.
+//! 4. Every client → server JSON-RPC message is POSTed to the endpoint URL with
+//!    `Content-Type: application/json`. The answer (normally `202 Accepted`) carries no message;
+//!    any reply comes back over the event stream.
+//!
+//! The session lives exactly as long as the event stream: when it ends, the server has
+//! forgotten the session, so [`SseClientTransport::receive`](Transport::receive) returns `None`
+//! and further sends fail with [`SseTransportError::Closed`]. There is no reconnection.
+//!
+//! # Safety measures
+//!
+//! * The endpoint URL must have the same origin (scheme, host, port) as the configured SSE URL,
+//!   so a backend cannot redirect our POSTs — and the extra headers they carry, such as
+//!   credentials — to another host.
+//! * A single event may not exceed [`SseClientConfig::max_event_size`] bytes.
+//! * Malformed events (bad JSON, unknown event types, SSE syntax errors) are logged and skipped.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use rmcp::ServiceExt;
+//! use vmcp_service::backend::sse::{SseClientConfig, SseClientTransport};
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = SseClientConfig::new("http://127.0.0.1:3001/sse");
+//! let transport = SseClientTransport::connect(reqwest::Client::new(), config).await?;
+//! let client = ().serve(transport).await?;
+//! let tools = client.list_all_tools().await?;
+//! # drop(tools);
+//! # Ok(())
+//! # }
+//! ```
 
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use bytes::Bytes;
+use futures::{StreamExt, stream::BoxStream};
+use http::{
+    HeaderMap, HeaderValue, StatusCode,
+    header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE},
+};
+use reqwest::Url;
+use rmcp::{
+    RoleClient,
+    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    transport::Transport,
+};
+use sse_stream::{Sse, SseStream};
+use tokio::{sync::mpsc, task::JoinHandle};
+
+/// Default for [`SseClientConfig::connect_timeout`].
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default for [`SseClientConfig::post_timeout`].
+pub const DEFAULT_POST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default for [`SseClientConfig::max_event_size`] (16 MiB, as rmcp's own SSE clients).
+pub const DEFAULT_MAX_EVENT_SIZE: usize = 16 * 1024 * 1024;
+
+/// How many received messages may wait for [`Transport::receive`] before the reader stops
+/// reading the stream.
+const CHANNEL_CAPACITY: usize = 64;
+/// How much of a POST answer body we read: quoted in errors, drained on success so the
+/// connection can be reused.
+const MAX_POST_BODY: usize = 512;
+/// How much of a malformed event's data is quoted in a log line.
+const LOG_PREVIEW: usize = 200;
+
+/// The error type of [`Url`] parsing (`url::ParseError`, which reqwest does not re-export).
+pub type UrlParseError = <Url as std::str::FromStr>::Err;
+
+/// Configuration of one legacy HTTP+SSE connection; see [`SseClientTransport::connect`].
+#[derive(Clone)]
 pub struct SseClientConfig {
+    /// The SSE URL the client GETs, e.g. `http://127.0.0.1:3001/sse`. Must be `http` or `https`.
     pub url: String,
+    /// Extra headers sent with the `GET` and with every `POST` (e.g. `Authorization`).
+    ///
+    /// `Accept` on the `GET` and `Content-Type` on the `POST`s are set by the transport and
+    /// override any value given here.
+    pub headers: HeaderMap,
+    /// Bound on the whole handshake: from sending the `GET` to receiving the `endpoint` event.
+    pub connect_timeout: Duration,
+    /// Per-request timeout of each `POST`, or `None` for no timeout.
+    ///
+    /// The `POST` answer does not wait for the reply (that arrives on the stream), so this can
+    /// be short. Do not give the [`reqwest::Client`] itself a total request timeout: it would
+    /// also cut the long-lived event stream.
+    pub post_timeout: Option<Duration>,
+    /// Maximum size in bytes of a single server-sent event; a larger event ends the stream.
+    pub max_event_size: usize,
 }
+
 impl SseClientConfig {
-    pub fn new(url: &str) -> Self {
+    /// A configuration for `url` with no extra headers and the default limits.
+    pub fn new(url: impl Into<String>) -> Self {
         Self {
-            url: url.to_owned(),
+            url: url.into(),
+            headers: HeaderMap::new(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            post_timeout: Some(DEFAULT_POST_TIMEOUT),
+            max_event_size: DEFAULT_MAX_EVENT_SIZE,
         }
     }
 }
-#[derive(Debug, thiserror::Error)]
-#[error("sse transport not available")]
-pub struct SseTransportError;
-pub struct SseClientTransport;
-impl SseClientTransport {
-    pub async fn connect(
-        _client: reqwest::Client,
-        _config: SseClientConfig,
-    ) -> Result<Self, SseTransportError> {
-        Err(SseTransportError)
+
+/// Shows header names only: header values often carry credentials.
+impl fmt::Debug for SseClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SseClientConfig")
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("connect_timeout", &self.connect_timeout)
+            .field("post_timeout", &self.post_timeout)
+            .field("max_event_size", &self.max_event_size)
+            .finish()
     }
 }
+
+/// Errors of the legacy HTTP+SSE client transport.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SseTransportError {
+    /// [`SseClientConfig::url`] is not a valid absolute URL.
+    #[error("invalid SSE URL {url:?}: {source}")]
+    InvalidUrl {
+        /// The configured URL.
+        url: String,
+        /// Why it does not parse.
+        #[source]
+        source: UrlParseError,
+    },
+    /// [`SseClientConfig::url`] is not an `http` or `https` URL.
+    #[error("unsupported scheme {scheme:?} in SSE URL {url} (expected http or https)")]
+    UnsupportedScheme {
+        /// The configured URL.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// The `GET` of the SSE URL failed (connection refused, DNS, TLS, ...).
+    #[error("GET {url} failed: {}", root_cause(.source))]
+    Connect {
+        /// The SSE URL.
+        url: String,
+        /// The underlying HTTP error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The `GET` of the SSE URL answered another status than `200 OK`.
+    #[error("GET {url} answered HTTP {status}, expected 200 with an event stream")]
+    ConnectStatus {
+        /// The SSE URL.
+        url: String,
+        /// The status received.
+        status: StatusCode,
+    },
+    /// The `GET` of the SSE URL answered something else than `text/event-stream`.
+    #[error("GET {url} answered content type {content_type:?}, not text/event-stream")]
+    NotEventStream {
+        /// The SSE URL.
+        url: String,
+        /// The `Content-Type` received, if any.
+        content_type: Option<String>,
+    },
+    /// No `endpoint` event arrived within [`SseClientConfig::connect_timeout`].
+    #[error("no `endpoint` event from {url} within {timeout:?}")]
+    ConnectTimeout {
+        /// The SSE URL.
+        url: String,
+        /// The configured connect timeout.
+        timeout: Duration,
+    },
+    /// The event stream ended before the `endpoint` event.
+    #[error("the event stream from {url} ended before the `endpoint` event")]
+    EndedBeforeEndpoint {
+        /// The SSE URL.
+        url: String,
+    },
+    /// Reading the event stream failed before the `endpoint` event (connection reset, event
+    /// larger than [`SseClientConfig::max_event_size`], ...).
+    #[error("reading the event stream from {url} failed before the `endpoint` event: {source}")]
+    Stream {
+        /// The SSE URL.
+        url: String,
+        /// The underlying error.
+        #[source]
+        source: sse_stream::Error,
+    },
+    /// The data of the `endpoint` event is not a usable URL.
+    #[error("invalid `endpoint` event data {data:?}: {reason}")]
+    InvalidEndpoint {
+        /// The event data.
+        data: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The `endpoint` event designates a URL on another origin than the SSE URL.
+    #[error("`endpoint` event points to {endpoint}, which is not on the origin of {url}")]
+    CrossOriginEndpoint {
+        /// The SSE URL.
+        url: String,
+        /// The resolved endpoint URL.
+        endpoint: String,
+    },
+    /// A message could not be serialized to JSON.
+    #[error("failed to serialize a JSON-RPC message: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// A `POST` to the endpoint failed (connection refused, timeout, ...).
+    #[error("POST {endpoint} failed: {}", root_cause(.source))]
+    Post {
+        /// The endpoint URL.
+        endpoint: String,
+        /// The underlying HTTP error.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A `POST` to the endpoint answered a non-2xx status.
+    #[error("POST {endpoint} answered HTTP {status}{}", quote_body(.body))]
+    PostStatus {
+        /// The endpoint URL.
+        endpoint: String,
+        /// The status received.
+        status: StatusCode,
+        /// The beginning of the answer body (lossy UTF-8, possibly empty).
+        body: String,
+    },
+    /// The event stream has ended or the transport was closed: the session is gone.
+    #[error("the SSE session is closed")]
+    Closed,
+}
+
+/// The innermost cause of `error`: for reqwest errors the informative part ("Connection
+/// refused", "operation timed out"), the outer layers only repeat the URL.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
+}
+
+fn quote_body(body: &str) -> String {
+    if body.is_empty() {
+        String::new()
+    } else {
+        format!(": {body:?}")
+    }
+}
+
+/// A client [`Transport`] over the legacy MCP HTTP+SSE transport (see the [module](self) docs).
+///
+/// Created by [`connect`](Self::connect), used through rmcp, e.g.
+/// `().serve(transport).await`. Dropping it stops the background reader and so closes the
+/// event stream.
+pub struct SseClientTransport {
+    client: reqwest::Client,
+    endpoint: Url,
+    post_headers: HeaderMap,
+    post_timeout: Option<Duration>,
+    messages: mpsc::Receiver<ServerJsonRpcMessage>,
+    reader: Option<JoinHandle<()>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl fmt::Debug for SseClientTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SseClientTransport")
+            .field("endpoint", &self.endpoint.as_str())
+            .field("closed", &self.closed.load(Ordering::Acquire))
+            .finish_non_exhaustive()
+    }
+}
+
+impl SseClientTransport {
+    /// Opens the event stream and waits for the `endpoint` event.
+    ///
+    /// The whole handshake is bounded by [`SseClientConfig::connect_timeout`], so a dead URL,
+    /// a URL that is not an SSE endpoint, or a server that never names its endpoint fails
+    /// here with a specific [`SseTransportError`]. On success a background task reads the
+    /// stream; it must be called within a Tokio runtime.
+    ///
+    /// `client` should not have a total request timeout (see
+    /// [`SseClientConfig::post_timeout`]).
+    pub async fn connect(
+        client: reqwest::Client,
+        config: SseClientConfig,
+    ) -> Result<Self, SseTransportError> {
+        let SseClientConfig {
+            url,
+            headers,
+            connect_timeout,
+            post_timeout,
+            max_event_size,
+        } = config;
+        let sse_url = match Url::parse(&url) {
+            Ok(sse_url) => sse_url,
+            Err(source) => return Err(SseTransportError::InvalidUrl { url, source }),
+        };
+        if !matches!(sse_url.scheme(), "http" | "https") {
+            return Err(SseTransportError::UnsupportedScheme {
+                scheme: sse_url.scheme().to_owned(),
+                url: sse_url.into(),
+            });
+        }
+
+        let Handshake {
+            endpoint,
+            events,
+            early,
+        } = tokio::time::timeout(
+            connect_timeout,
+            handshake(&client, &sse_url, &headers, max_event_size),
+        )
+        .await
+        .map_err(|_elapsed| SseTransportError::ConnectTimeout {
+            url: sse_url.to_string(),
+            timeout: connect_timeout,
+        })??;
+        tracing::debug!(url = %sse_url, %endpoint, "legacy SSE transport connected");
+
+        let mut post_headers = headers;
+        post_headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let (sender, messages) = mpsc::channel(CHANNEL_CAPACITY);
+        let closed = Arc::new(AtomicBool::new(false));
+        let reader = tokio::spawn(read_events(
+            events,
+            early,
+            sender,
+            CloseOnDrop(closed.clone()),
+            sse_url,
+        ));
+        Ok(Self {
+            client,
+            endpoint,
+            post_headers,
+            post_timeout,
+            messages,
+            reader: Some(reader),
+            closed,
+        })
+    }
+
+    /// The endpoint URL announced by the server, to which messages are POSTed.
+    pub fn endpoint(&self) -> &Url {
+        &self.endpoint
+    }
+
+    /// Whether the session is over: the event stream ended or [`close`](Transport::close) was
+    /// called. Messages already received can still be read with
+    /// [`receive`](Transport::receive).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn stop_reader(&mut self) -> Option<JoinHandle<()>> {
+        self.closed.store(true, Ordering::Release);
+        self.messages.close();
+        let reader = self.reader.take()?;
+        reader.abort();
+        Some(reader)
+    }
+}
+
+impl Drop for SseClientTransport {
+    fn drop(&mut self) {
+        self.stop_reader();
+    }
+}
+
 impl Transport<RoleClient> for SseClientTransport {
     type Error = SseTransportError;
+
     fn send(
         &mut self,
-        _item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+        item: ClientJsonRpcMessage,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        std::future::ready(Err(SseTransportError))
+        let client = self.client.clone();
+        let endpoint = self.endpoint.clone();
+        let headers = self.post_headers.clone();
+        let timeout = self.post_timeout;
+        let closed = self.closed.clone();
+        async move {
+            if closed.load(Ordering::Acquire) {
+                return Err(SseTransportError::Closed);
+            }
+            post_message(&client, endpoint, headers, timeout, &item).await
+        }
     }
-    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
-        None
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        self.messages.recv().await
     }
+
     async fn close(&mut self) -> Result<(), Self::Error> {
+        if let Some(reader) = self.stop_reader() {
+            // Wait for the abort to land so the stream's connection is released on return.
+            let _cancelled = reader.await;
+        }
         Ok(())
+    }
+}
+
+/// What the handshake hands over to the reader task.
+struct Handshake {
+    endpoint: Url,
+    events: BoxStream<'static, Result<Sse, sse_stream::Error>>,
+    /// Messages that arrived before the `endpoint` event.
+    early: Vec<ServerJsonRpcMessage>,
+}
+
+/// GETs the SSE URL and reads events up to and including the `endpoint` event.
+async fn handshake(
+    client: &reqwest::Client,
+    sse_url: &Url,
+    headers: &HeaderMap,
+    max_event_size: usize,
+) -> Result<Handshake, SseTransportError> {
+    let mut get_headers = headers.clone();
+    get_headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+    get_headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    let response = client
+        .get(sse_url.clone())
+        .headers(get_headers)
+        .send()
+        .await
+        .map_err(|source| SseTransportError::Connect {
+            url: sse_url.to_string(),
+            source,
+        })?;
+
+    let status = response.status();
+    if status != StatusCode::OK {
+        return Err(SseTransportError::ConnectStatus {
+            url: sse_url.to_string(),
+            status,
+        });
+    }
+    let content_type = response.headers().get(CONTENT_TYPE);
+    if !content_type.is_some_and(is_event_stream) {
+        return Err(SseTransportError::NotEventStream {
+            url: sse_url.to_string(),
+            content_type: content_type
+                .map(|value| String::from_utf8_lossy(value.as_bytes()).into()),
+        });
+    }
+
+    // After redirects, relative endpoints are relative to where the stream really is.
+    let base = response.url().clone();
+    let mut events = event_stream(response, max_event_size);
+    let mut early = Vec::new();
+    loop {
+        let Some(event) = events.next().await else {
+            return Err(SseTransportError::EndedBeforeEndpoint {
+                url: sse_url.to_string(),
+            });
+        };
+        let event = match event {
+            Ok(event) => event,
+            Err(source @ sse_stream::Error::Body(_)) => {
+                return Err(SseTransportError::Stream {
+                    url: sse_url.to_string(),
+                    source,
+                });
+            }
+            Err(error) => {
+                tracing::warn!(url = %sse_url, %error, "skipping malformed server-sent event");
+                continue;
+            }
+        };
+        match EventKind::of(&event) {
+            EventKind::Endpoint => {
+                let endpoint = resolve_endpoint(sse_url, &base, event.data.as_deref())?;
+                return Ok(Handshake {
+                    endpoint,
+                    events,
+                    early,
+                });
+            }
+            EventKind::Message => early.extend(decode_message_event(sse_url, &event)),
+            EventKind::Other(name) => {
+                tracing::debug!(url = %sse_url, event = name, "ignoring server-sent event");
+            }
+        }
+    }
+}
+
+/// Reads the event stream after the handshake and forwards messages to the transport.
+///
+/// Ends (closing the channel, so `receive` returns `None`) when the stream ends or fails, or
+/// when the transport is gone.
+async fn read_events(
+    mut events: BoxStream<'static, Result<Sse, sse_stream::Error>>,
+    early: Vec<ServerJsonRpcMessage>,
+    sender: mpsc::Sender<ServerJsonRpcMessage>,
+    _closed: CloseOnDrop,
+    url: Url,
+) {
+    for message in early {
+        if sender.send(message).await.is_err() {
+            return;
+        }
+    }
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(sse_stream::Error::Body(error)) => {
+                tracing::warn!(%url, %error, "legacy SSE stream failed");
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%url, %error, "skipping malformed server-sent event");
+                continue;
+            }
+        };
+        match EventKind::of(&event) {
+            EventKind::Message => {
+                for message in decode_message_event(&url, &event) {
+                    if sender.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            EventKind::Endpoint => {
+                tracing::warn!(%url, data = ?event.data, "ignoring repeated `endpoint` event");
+            }
+            EventKind::Other(name) => {
+                tracing::debug!(%url, event = name, "ignoring server-sent event");
+            }
+        }
+    }
+    tracing::debug!(%url, "legacy SSE stream ended");
+}
+
+/// Marks the session closed when the reader task ends, however it ends (including abort).
+struct CloseOnDrop(Arc<AtomicBool>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+enum EventKind<'a> {
+    Endpoint,
+    Message,
+    Other(&'a str),
+}
+
+impl<'a> EventKind<'a> {
+    fn of(event: &'a Sse) -> Self {
+        // An event without an `event:` field has the type "message" (HTML SSE spec).
+        match event.event.as_deref() {
+            None | Some("message") => Self::Message,
+            Some("endpoint") => Self::Endpoint,
+            Some(other) => Self::Other(other),
+        }
+    }
+}
+
+/// Decodes the data of a `message` event: one JSON-RPC message, or a batch (a JSON array,
+/// allowed by the 2024-11-05 revision). Undecodable data is logged and yields nothing.
+fn decode_message_event(url: &Url, event: &Sse) -> Vec<ServerJsonRpcMessage> {
+    let Some(data) = event.data.as_deref().filter(|data| !data.trim().is_empty()) else {
+        tracing::debug!(%url, "ignoring server-sent message event without data");
+        return Vec::new();
+    };
+    let decoded = if data.trim_start().starts_with('[') {
+        serde_json::from_str::<Vec<ServerJsonRpcMessage>>(data)
+    } else {
+        serde_json::from_str::<ServerJsonRpcMessage>(data).map(|message| vec![message])
+    };
+    decoded.unwrap_or_else(|error| {
+        tracing::warn!(
+            %url,
+            %error,
+            data = preview(data),
+            "skipping server-sent message that is not a JSON-RPC message"
+        );
+        Vec::new()
+    })
+}
+
+/// At most [`LOG_PREVIEW`] bytes of `text`, cut on a character boundary.
+fn preview(text: &str) -> &str {
+    if text.len() <= LOG_PREVIEW {
+        return text;
+    }
+    let mut end = LOG_PREVIEW;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+fn is_event_stream(content_type: &HeaderValue) -> bool {
+    content_type
+        .to_str()
+        .ok()
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("text/event-stream"))
+}
+
+/// Resolves the `endpoint` event data against `base` (where the stream was served from) and
+/// checks that the result is on the origin of the configured SSE URL.
+fn resolve_endpoint(
+    sse_url: &Url,
+    base: &Url,
+    data: Option<&str>,
+) -> Result<Url, SseTransportError> {
+    let data = data.map(str::trim).unwrap_or_default();
+    if data.is_empty() {
+        return Err(SseTransportError::InvalidEndpoint {
+            data: data.to_owned(),
+            reason: "empty".to_owned(),
+        });
+    }
+    let endpoint = base
+        .join(data)
+        .map_err(|error| SseTransportError::InvalidEndpoint {
+            data: data.to_owned(),
+            reason: error.to_string(),
+        })?;
+    if endpoint.origin() != sse_url.origin() {
+        return Err(SseTransportError::CrossOriginEndpoint {
+            url: sse_url.to_string(),
+            endpoint: endpoint.into(),
+        });
+    }
+    Ok(endpoint)
+}
+
+/// Errors of the byte stream under the SSE parser.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error(transparent)]
+    Http(reqwest::Error),
+    #[error("server-sent event larger than {max} bytes")]
+    EventTooLarge { max: usize },
+}
+
+/// Parses the response body as server-sent events, failing once an event exceeds `max_event_size`.
+///
+/// The body is handed to the parser one line at a time: when `sse_stream` meets a malformed
+/// line it drops the rest of the chunk it is parsing, so with whole network chunks one bad line
+/// could swallow the valid events after it.
+fn event_stream(
+    response: reqwest::Response,
+    max_event_size: usize,
+) -> BoxStream<'static, Result<Sse, sse_stream::Error>> {
+    let mut limiter = EventSizeLimiter::new(max_event_size);
+    let lines = response.bytes_stream().flat_map(move |chunk| {
+        let mut pieces = Vec::new();
+        match chunk {
+            Err(error) => pieces.push(Err(BodyError::Http(error))),
+            Ok(chunk) => {
+                for line in split_lines(chunk) {
+                    if limiter.observe(&line) {
+                        pieces.push(Ok(line));
+                    } else {
+                        pieces.push(Err(BodyError::EventTooLarge {
+                            max: max_event_size,
+                        }));
+                        break;
+                    }
+                }
+            }
+        }
+        futures::stream::iter(pieces)
+    });
+    SseStream::from_bytes_stream(lines).boxed()
+}
+
+/// Splits `chunk` after each line terminator (`\r\n`, `\n` or `\r`), without copying.
+fn split_lines(mut chunk: Bytes) -> Vec<Bytes> {
+    let mut lines = Vec::new();
+    while let Some(position) = chunk
+        .iter()
+        .position(|&byte| byte == b'\n' || byte == b'\r')
+    {
+        let mut end = position + 1;
+        if chunk[position] == b'\r' && chunk.get(end) == Some(&b'\n') {
+            end += 1;
+        }
+        lines.push(chunk.split_to(end));
+    }
+    if !chunk.is_empty() {
+        lines.push(chunk);
+    }
+    lines
+}
+
+/// Counts the bytes of the event being received (line terminators excluded); an empty line
+/// ends an event. `\r\n`, `\n` and `\r` are all line terminators, as in the SSE spec.
+struct EventSizeLimiter {
+    max: usize,
+    size: usize,
+    at_line_start: bool,
+    after_cr: bool,
+}
+
+impl EventSizeLimiter {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            size: 0,
+            at_line_start: true,
+            after_cr: false,
+        }
+    }
+
+    /// Feeds `chunk`; false once the current event is larger than the limit.
+    fn observe(&mut self, chunk: &[u8]) -> bool {
+        for &byte in chunk {
+            let after_cr = std::mem::replace(&mut self.after_cr, false);
+            match byte {
+                // The `\n` of a `\r\n` pair: the line already ended at `\r`.
+                b'\n' if after_cr => {}
+                b'\r' | b'\n' => {
+                    if self.at_line_start {
+                        self.size = 0;
+                    }
+                    self.at_line_start = true;
+                    self.after_cr = byte == b'\r';
+                }
+                _ => {
+                    self.at_line_start = false;
+                    self.size += 1;
+                    if self.size > self.max {
+                        return false;
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+/// POSTs one message to the endpoint.
+async fn post_message(
+    client: &reqwest::Client,
+    endpoint: Url,
+    headers: HeaderMap,
+    timeout: Option<Duration>,
+    message: &ClientJsonRpcMessage,
+) -> Result<(), SseTransportError> {
+    let body = serde_json::to_vec(message)?;
+    let mut request = client.post(endpoint.clone()).headers(headers).body(body);
+    if let Some(timeout) = timeout {
+        request = request.timeout(timeout);
+    }
+    let mut response = match request.send().await {
+        Ok(response) => response,
+        Err(source) => {
+            return Err(SseTransportError::Post {
+                endpoint: endpoint.into(),
+                source,
+            });
+        }
+    };
+    let status = response.status();
+    let body = read_prefix(&mut response, MAX_POST_BODY).await;
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(SseTransportError::PostStatus {
+            endpoint: endpoint.into(),
+            status,
+            body,
+        })
+    }
+}
+
+/// Reads at most about `limit` bytes of the body, as lossy UTF-8; read errors end the body.
+async fn read_prefix(response: &mut reqwest::Response, limit: usize) -> String {
+    let mut body = Vec::new();
+    while body.len() < limit {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(limit);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientNotification, InitializedNotification};
+    use tokio::{
+        io::{AsyncReadExt, AsyncWriteExt},
+        net::{TcpListener, TcpStream},
+    };
+
+    fn url(text: &str) -> Url {
+        Url::parse(text).unwrap()
+    }
+
+    #[test]
+    fn endpoint_resolution() {
+        let sse = url("http://127.0.0.1:3001/mcp/sse");
+        let resolve = |data: &str| resolve_endpoint(&sse, &sse, Some(data));
+
+        assert_eq!(
+            resolve("/message?sessionId=abc").unwrap().as_str(),
+            "http://127.0.0.1:3001/message?sessionId=abc"
+        );
+        assert_eq!(
+            resolve("messages/?session_id=1").unwrap().as_str(),
+            "http://127.0.0.1:3001/mcp/messages/?session_id=1"
+        );
+        assert_eq!(
+            resolve(" http://127.0.0.1:3001/m ").unwrap().as_str(),
+            "http://127.0.0.1:3001/m"
+        );
+        for foreign in [
+            "http://evil.example/message",
+            "https://127.0.0.1:3001/message",
+            "http://127.0.0.1:3002/message",
+            "//evil.example/message",
+        ] {
+            assert!(
+                matches!(
+                    resolve(foreign),
+                    Err(SseTransportError::CrossOriginEndpoint { .. })
+                ),
+                "{foreign} accepted"
+            );
+        }
+        assert!(matches!(
+            resolve_endpoint(&sse, &sse, None),
+            Err(SseTransportError::InvalidEndpoint { .. })
+        ));
+        assert!(matches!(
+            resolve("http://[::1"),
+            Err(SseTransportError::InvalidEndpoint { .. })
+        ));
+        // Default ports are part of the origin either way.
+        let sse = url("http://localhost/sse");
+        assert!(resolve_endpoint(&sse, &sse, Some("http://localhost:80/m")).is_ok());
+    }
+
+    #[test]
+    fn event_size_limit() {
+        let mut limiter = EventSizeLimiter::new(10);
+        assert!(limiter.observe(b"data: 1234\n\n"));
+        assert!(limiter.observe(b"data: 1234\r\n\r\ndata: 1234\r"));
+        assert!(limiter.observe(b"\n\r\n"));
+        assert!(limiter.observe(b"data:"));
+        assert!(!limiter.observe(b" 123456"));
+
+        // Several lines of one event add up; `\r\n` is not an empty line.
+        let mut limiter = EventSizeLimiter::new(16);
+        assert!(limiter.observe(b"data: 1\r\ndata: 2\r"));
+        assert!(!limiter.observe(b"\ndata: 3\r\n"));
+    }
+
+    #[test]
+    fn line_splitting() {
+        let lines = split_lines(Bytes::from_static(b"a\r\nb\nc\rd\r\n\ne"));
+        let lines: Vec<&[u8]> = lines.iter().map(|line| line.as_ref()).collect();
+        let expected: [&[u8]; 6] = [b"a\r\n", b"b\n", b"c\r", b"d\r\n", b"\n", b"e"];
+        assert_eq!(lines, expected);
+        assert!(split_lines(Bytes::new()).is_empty());
+    }
+
+    #[test]
+    fn message_decoding() {
+        let sse_url = url("http://127.0.0.1/sse");
+        let event = |data: &str| Sse::default().event("message").data(data);
+        let one = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        assert_eq!(decode_message_event(&sse_url, &event(one)).len(), 1);
+        let batch = format!("[{one}, {one}]");
+        assert_eq!(decode_message_event(&sse_url, &event(&batch)).len(), 2);
+        assert!(decode_message_event(&sse_url, &event("{not json")).is_empty());
+        assert!(decode_message_event(&sse_url, &event(r#"{"foo":1}"#)).is_empty());
+        assert!(decode_message_event(&sse_url, &Sse::default()).is_empty());
+    }
+
+    #[test]
+    fn config_debug_hides_header_values() {
+        let mut config = SseClientConfig::new("http://127.0.0.1/sse");
+        config.headers.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer secret"),
+        );
+        let debug = format!("{config:?}");
+        assert!(debug.contains("authorization"), "{debug}");
+        assert!(!debug.contains("secret"), "{debug}");
+    }
+
+    /// Reads one HTTP/1.1 request (head and `Content-Length` body); returns the head.
+    async fn read_request(stream: &mut TcpStream) -> String {
+        let mut buffer = Vec::new();
+        let head_end = loop {
+            let mut chunk = [0; 1024];
+            let read = stream.read(&mut chunk).await.unwrap();
+            assert!(read > 0, "connection closed mid-request");
+            buffer.extend_from_slice(&chunk[..read]);
+            if let Some(end) = buffer.windows(4).position(|window| window == b"\r\n\r\n") {
+                break end + 4;
+            }
+        };
+        let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
+        let length = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("content-length")
+                    .then(|| value.trim().parse::<usize>().unwrap())
+            })
+            .unwrap_or(0);
+        while buffer.len() < head_end + length {
+            let mut chunk = [0; 1024];
+            let read = stream.read(&mut chunk).await.unwrap();
+            assert!(read > 0, "connection closed mid-body");
+            buffer.extend_from_slice(&chunk[..read]);
+        }
+        head
+    }
+
+    /// A one-session fake legacy SSE server: writes `events` on the GET stream, then waits
+    /// for one POST, answers it with `post_answer`, and closes the stream.
+    async fn fake_server(events: &'static str, post_answer: &'static str) -> Url {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut sse, _) = listener.accept().await.unwrap();
+            let head = read_request(&mut sse).await;
+            assert!(head.starts_with("GET /sse "), "{head}");
+            assert!(head.contains("accept: text/event-stream"), "{head}");
+            assert!(head.contains("x-api-key: k"), "{head}");
+            sse.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+                .await
+                .unwrap();
+            sse.write_all(events.as_bytes()).await.unwrap();
+            let (mut post, _) = listener.accept().await.unwrap();
+            let head = read_request(&mut post).await;
+            assert!(head.starts_with("POST /message?s=1 "), "{head}");
+            assert!(head.contains("content-type: application/json"), "{head}");
+            assert!(head.contains("x-api-key: k"), "{head}");
+            post.write_all(post_answer.as_bytes()).await.unwrap();
+            drop(sse);
+        });
+        url(&format!("http://{address}/sse"))
+    }
+
+    fn config(url: &Url) -> SseClientConfig {
+        let mut config = SseClientConfig::new(url.as_str());
+        config
+            .headers
+            .insert("x-api-key", HeaderValue::from_static("k"));
+        config.connect_timeout = Duration::from_secs(5);
+        config
+    }
+
+    /// `receive`, failing the test instead of hanging.
+    async fn receive(transport: &mut SseClientTransport) -> Option<ServerJsonRpcMessage> {
+        tokio::time::timeout(Duration::from_secs(5), transport.receive())
+            .await
+            .expect("receive timed out")
+    }
+
+    fn initialized() -> ClientJsonRpcMessage {
+        ClientJsonRpcMessage::notification(ClientNotification::InitializedNotification(
+            InitializedNotification::default(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn sse_skips_garbage_and_ends_with_the_stream() {
+        let sse_url = fake_server(
+            concat!(
+                ": comment\n\n",
+                "event: endpoint\ndata: /message?s=1\n\n",
+                "event: message\ndata: {not json\n\n",
+                "event: ping\ndata: {}\n\n",
+                "this line is not SSE\n\n",
+                "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n",
+                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
+            ),
+            "HTTP/1.1 202 Accepted\r\ncontent-length: 8\r\n\r\nAccepted",
+        )
+        .await;
+        let mut transport = SseClientTransport::connect(reqwest::Client::new(), config(&sse_url))
+            .await
+            .unwrap();
+        assert_eq!(
+            transport.endpoint().as_str(),
+            sse_url.join("/message?s=1").unwrap().as_str()
+        );
+
+        let first = receive(&mut transport).await.unwrap();
+        assert!(
+            matches!(&first, ServerJsonRpcMessage::Response(response) if response.id.to_string() == "7"),
+            "{first:?}"
+        );
+        let second = receive(&mut transport).await.unwrap();
+        assert!(
+            matches!(second, ServerJsonRpcMessage::Notification(_)),
+            "{second:?}"
+        );
+        transport.send(initialized()).await.unwrap();
+        // The server closes the stream after the POST.
+        let end = receive(&mut transport).await;
+        assert!(end.is_none(), "{end:?}");
+        assert!(transport.is_closed());
+        assert!(matches!(
+            transport.send(initialized()).await,
+            Err(SseTransportError::Closed)
+        ));
+        transport.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn sse_post_error_names_the_status() {
+        let sse_url = fake_server(
+            "event: endpoint\ndata: /message?s=1\n\n",
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: 7\r\n\r\nno such",
+        )
+        .await;
+        let mut transport = SseClientTransport::connect(reqwest::Client::new(), config(&sse_url))
+            .await
+            .unwrap();
+        let error = transport.send(initialized()).await.unwrap_err();
+        assert!(
+            matches!(&error, SseTransportError::PostStatus { status, body, .. }
+                if *status == StatusCode::BAD_REQUEST && body == "no such"),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("400"), "{error}");
+        transport.close().await.unwrap();
+        assert!(receive(&mut transport).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn sse_post_timeout() {
+        // Like server-everything given an unknown session id: the POST is never answered.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut sse, _) = listener.accept().await.unwrap();
+            read_request(&mut sse).await;
+            sse.write_all(
+                concat!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+                    "event: endpoint\ndata: /message\n\n",
+                )
+                .as_bytes(),
+            )
+            .await
+            .unwrap();
+            let (mut post, _) = listener.accept().await.unwrap();
+            read_request(&mut post).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        let mut config = SseClientConfig::new(format!("http://{address}/sse"));
+        config.post_timeout = Some(Duration::from_millis(200));
+        let mut transport = SseClientTransport::connect(reqwest::Client::new(), config)
+            .await
+            .unwrap();
+        let sent = tokio::time::timeout(Duration::from_secs(5), transport.send(initialized()))
+            .await
+            .expect("the POST timeout did not fire");
+        let error = sent.unwrap_err();
+        assert!(
+            matches!(&error, SseTransportError::Post { source, .. } if source.is_timeout()),
+            "{error:?}"
+        );
+    }
+
+    /// Serves one connection with a fixed raw answer (and then keeps it open).
+    async fn raw_server(answer: &'static str) -> Url {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            read_request(&mut stream).await;
+            stream.write_all(answer.as_bytes()).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(30)).await;
+        });
+        url(&format!("http://{address}/sse"))
+    }
+
+    #[tokio::test]
+    async fn sse_connect_failures_are_typed() {
+        let connect = |url: Url| async move {
+            let mut config = SseClientConfig::new(url.as_str());
+            config.connect_timeout = Duration::from_millis(500);
+            SseClientTransport::connect(reqwest::Client::new(), config).await
+        };
+
+        let html =
+            raw_server("HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: 2\r\n\r\nhi")
+                .await;
+        let error = connect(html).await.unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::NotEventStream { .. }),
+            "{error:?}"
+        );
+
+        let missing = raw_server("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n").await;
+        let error = connect(missing).await.unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::ConnectStatus { status, .. } if status == StatusCode::NOT_FOUND),
+            "{error:?}"
+        );
+
+        let silent =
+            raw_server("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n: hi\n\n").await;
+        let error = connect(silent).await.unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::ConnectTimeout { .. }),
+            "{error:?}"
+        );
+
+        let ended = raw_server(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 9\r\n\r\ndata: x\n\n",
+        )
+        .await;
+        let error = connect(ended).await.unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::EndedBeforeEndpoint { .. }),
+            "{error:?}"
+        );
+
+        let foreign = raw_server(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\nevent: endpoint\ndata: http://example.com/m\n\n",
+        )
+        .await;
+        let error = connect(foreign).await.unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::CrossOriginEndpoint { .. }),
+            "{error:?}"
+        );
+
+        let error = connect(url("ftp://127.0.0.1/sse")).await.unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::UnsupportedScheme { .. }),
+            "{error:?}"
+        );
+        let error =
+            SseClientTransport::connect(reqwest::Client::new(), SseClientConfig::new("not a url"))
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(error, SseTransportError::InvalidUrl { .. }),
+            "{error:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn sse_oversized_event_ends_the_stream() {
+        let sse_url = raw_server(concat!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+            "event: endpoint\ndata: /m\n\n",
+            "event: message\ndata: 0123456789012345678901234567890123456789\n\n",
+        ))
+        .await;
+        let mut config = SseClientConfig::new(sse_url.as_str());
+        config.max_event_size = 32;
+        let mut transport = SseClientTransport::connect(reqwest::Client::new(), config)
+            .await
+            .unwrap();
+        let end = receive(&mut transport).await;
+        assert!(end.is_none(), "{end:?}");
     }
 }
