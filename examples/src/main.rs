@@ -138,7 +138,7 @@ async fn serve(
         tracing::warn!(%host, "binding a non-loopback address: the endpoint is reachable from the network");
         allowed_hosts.push(host.to_string());
     }
-    let gateway = Vmcp::start(config).await?;
+    let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
     let mut http = StreamableHttpServerConfig::default();
     if !allowed_hosts.is_empty() {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
@@ -157,10 +157,15 @@ async fn serve(
         backends = catalog.backends().len(),
         "vmcp listening on http://{addr}/mcp"
     );
+    // Stop the gateway inside the graceful-shutdown future: that closes open SSE
+    // streams, which graceful shutdown would otherwise wait on forever.
+    let stopping = gateway.clone();
     axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            stopping.shutdown().await;
+        })
         .await?;
-    gateway.shutdown().await;
     tracing::info!("vmcp stopped");
     Ok(())
 }

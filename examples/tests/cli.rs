@@ -34,7 +34,7 @@ aggregation:
     - workload: ghost
       overrides: {t: {name: "bad name", annotations: {readOnlyHint: "yes", color: red}}}
 operational:
-  timeouts: {perWorkload: {nobody: 3s}, default: 0s}
+  timeouts: {perWorkload: {nobody: 3s, a: 0s}, default: 0s}
 "#,
     );
     let out = Command::new(VMCP)
@@ -58,14 +58,23 @@ operational:
         "aggregation.tools[0].overrides.t.annotations.readOnlyHint must be true or false",
         "aggregation.tools[0].overrides.t.annotations.color is not a tool annotation",
         "operational.timeouts.perWorkload.nobody is not a configured backend",
+        "operational.timeouts.perWorkload.a must be greater than 0",
         "operational.timeouts.default must be greater than 0",
     ] {
-        assert!(stderr.contains(expected), "missing {expected:?} in:\n{stderr}");
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
     }
     assert!(!stderr.contains("panicked"), "{stderr}");
 
     let path = temp_file("syntax", "backends:\n  - name: a\n    url: [1, 2]\n");
-    let out = Command::new(VMCP).args(["validate", "-c"]).arg(&path).output().await.unwrap();
+    let out = Command::new(VMCP)
+        .args(["validate", "-c"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("backends[0].url"), "{stderr}");
@@ -85,13 +94,39 @@ async fn init_writes_a_starter_that_validates_and_refuses_to_overwrite() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("starter.yaml");
-    let out = Command::new(VMCP).args(["init", "-o"]).arg(&path).output().await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = Command::new(VMCP).args(["validate", "-c"]).arg(&path).output().await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(VMCP)
+        .args(["init", "-o"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(VMCP)
+        .args(["validate", "-c"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("valid (2 backend(s))"));
-    let out = Command::new(VMCP).args(["init", "-o"]).arg(&path).output().await.unwrap();
-    assert!(!out.status.success(), "init must not overwrite without --force");
+    let out = Command::new(VMCP)
+        .args(["init", "-o"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "init must not overwrite without --force"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +141,11 @@ async fn serve_on_the_embedded_default_in_all_three_client_modes() {
         .unwrap();
     wait_for_port(port).await;
     let url = format!("http://127.0.0.1:{port}/mcp");
-    for (mode, protocol) in [("auto", "2026-07-28"), ("legacy", "2025-11-25"), ("2026-07-28", "2026-07-28")] {
+    for (mode, protocol) in [
+        ("auto", "2026-07-28"),
+        ("legacy", "2025-11-25"),
+        ("2026-07-28", "2026-07-28"),
+    ] {
         let report = py_client(
             &url,
             mode,
@@ -130,9 +169,12 @@ async fn serve_on_the_embedded_default_in_all_three_client_modes() {
         assert_eq!(r[3]["text"], "HI");
     }
 
-    // SIGTERM stops it gracefully.
+    // SIGTERM stops it gracefully, even with a Legacy client's GET stream open.
+    let _stream = open_legacy_stream(&url).await;
     let pid = server.id().unwrap() as i32;
-    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
     let status = tokio::time::timeout(Duration::from_secs(10), server.wait())
         .await
         .expect("exits within 10s of SIGTERM")
@@ -145,11 +187,57 @@ async fn serve_refuses_an_invalid_config_without_starting() {
     let path = temp_file("serve-invalid", "backends: [{name: a, url: nope}]\n");
     let out = tokio::time::timeout(
         Duration::from_secs(20),
-        Command::new(VMCP).args(["serve", "-c"]).arg(&path).args(["--port", "0"]).output(),
+        Command::new(VMCP)
+            .args(["serve", "-c"])
+            .arg(&path)
+            .args(["--port", "0"])
+            .output(),
     )
     .await
     .unwrap()
     .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("backends[0].url must start with http:// or https://"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("backends[0].url must start with http:// or https://")
+    );
+}
+
+/// Initialize a Legacy session by hand and open its standalone GET SSE stream.
+async fn open_legacy_stream(url: &str) -> reqwest::Response {
+    let http = reqwest::Client::new();
+    let init = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "cli-test", "version": "0"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = init.text().await;
+    http.post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    let stream = http
+        .get(url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200, "GET stream opened");
+    stream
 }

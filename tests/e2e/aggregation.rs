@@ -197,3 +197,47 @@ async fn backend_pages_are_followed_to_the_end() {
         "py backend's two resources over 1-item pages"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_sse_backend_behind_both_client_revisions() {
+    use vmcp_layers::McpRevision;
+
+    let ev = everything(EverythingMode::Sse).await;
+    let gw = gateway(config(&format!(
+        "backends:\n  - {{name: ev, url: '{}', transport: sse}}\n",
+        ev.url
+    )))
+    .await;
+    let backend = gw.vmcp.registry().get("ev").unwrap();
+    assert_eq!(backend.revision(), Some(McpRevision::Legacy));
+    for mode in ["legacy", "2026-07-28"] {
+        let report = py_client(
+            &gw.url(),
+            mode,
+            json!([
+                {"op": "list_tools"},
+                {"op": "call_tool", "name": "ev_get-sum", "arguments": {"a": 20, "b": 22}},
+                {"op": "list_prompts"},
+                {"op": "read_resource", "uri": "demo://resource/static/document/architecture.md"}
+            ]),
+        )
+        .await;
+        let r = &report["results"];
+        let tools = names(&r[0], "tools", "name");
+        assert!(tools.contains(&"ev_echo".to_owned()), "{mode}: {tools:?}");
+        assert!(
+            r[1]["text"].as_str().unwrap_or_default().contains("42"),
+            "{mode}: {}",
+            r[1]
+        );
+        assert!(
+            names(&r[2], "prompts", "name").contains(&"ev_simple-prompt".to_owned()),
+            "{mode}"
+        );
+        assert!(
+            r[3].get("error").is_none() && r[3]["text"].as_str().is_some_and(|t| !t.is_empty()),
+            "{mode}: {}",
+            r[3]
+        );
+    }
+}

@@ -119,3 +119,85 @@ async fn a_backend_killed_mid_session_gives_a_clean_error() {
         ["other_echo"]
     );
 }
+
+/// Call `tool` until the catalog holds `wanted` (bounded); each call is what surfaces
+/// the broken connection.
+async fn poke_until(gw: &vmcp_tests::Gateway, tool: &str, wanted: &str) -> bool {
+    for _ in 0..20 {
+        let _ = modern(
+            &gw.url(),
+            "tools/call",
+            json!({"name": tool, "arguments": {}}),
+        )
+        .await;
+        if gw.vmcp.aggregator().catalog().tool(wanted).is_some() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_changes_revision_is_reprobed() {
+    use vmcp_layers::McpRevision;
+    use vmcp_tests::{EverythingMode, everything_on};
+
+    let port = free_port();
+    let demo = spawn(DemoSpec::new("flip", &["whoami"]), port)
+        .await
+        .unwrap();
+    let gw = gateway(config(&format!(
+        "backends:\n  - {{name: flip, url: 'http://127.0.0.1:{port}/mcp'}}\noperational:\n  timeouts: {{default: 2s}}\n"
+    )))
+    .await;
+    let backend = gw.vmcp.registry().get("flip").unwrap();
+    assert_eq!(
+        backend.revision(),
+        Some(McpRevision::Modern),
+        "rmcp serves 2026-07-28"
+    );
+
+    // Modern -> Legacy: a Legacy-only server takes the address. Its refusal of the
+    // stateless request makes the gateway reconnect, re-probe and re-list.
+    demo.stop();
+    drop(demo);
+    let mut legacy = everything_on(port, EverythingMode::StreamableHttp).await;
+    assert!(
+        poke_until(&gw, "flip_whoami", "flip_get-sum").await,
+        "Legacy backend re-listed"
+    );
+    assert_eq!(backend.revision(), Some(McpRevision::Legacy));
+    assert!(gw.vmcp.aggregator().catalog().tool("flip_whoami").is_none());
+
+    // A restarted Legacy backend forgets our session; server-everything refuses the
+    // unknown session with an uncorrelated 400, so at most one call times out and the
+    // next one runs on a fresh session.
+    legacy.kill().await;
+    let _legacy = everything_on(port, EverythingMode::StreamableHttp).await;
+    let mut answers = Vec::new();
+    for _ in 0..3 {
+        let (_, answer) = modern(
+            &gw.url(),
+            "tools/call",
+            json!({"name": "flip_get-sum", "arguments": {"a": 2, "b": 3}}),
+        )
+        .await;
+        let ok = answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains('5'));
+        answers.push(answer);
+        if ok {
+            break;
+        }
+    }
+    assert!(
+        answers.len() <= 2,
+        "healed within one failed call: {answers:?}"
+    );
+    let last = answers.last().unwrap();
+    let text = last["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains('5'), "{last}");
+}

@@ -82,11 +82,16 @@ impl Peer {
     }
 }
 
-/// Start the Python SDK dual-era backend (`tests/peers/py_backend.py`).
+/// Start the Python SDK dual-era backend (`tests/peers/py_backend.py`) on a free port.
 pub async fn py_backend(name: &str, extra: &[&str]) -> Peer {
+    py_backend_on(0, name, extra).await
+}
+
+/// Start the Python SDK dual-era backend on `port` (0: a free one).
+pub async fn py_backend_on(port: u16, name: &str, extra: &[&str]) -> Peer {
     let mut child = Command::new(python())
         .arg(repo_root().join("tests/peers/py_backend.py"))
-        .args(["--port", "0", "--name", name])
+        .args(["--port", &port.to_string(), "--name", name])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -122,8 +127,12 @@ pub enum EverythingMode {
 
 /// Start `@modelcontextprotocol/server-everything` (a Legacy-only TypeScript server).
 pub async fn everything(mode: EverythingMode) -> Peer {
+    everything_on(free_port(), mode).await
+}
+
+/// Start server-everything on `port`.
+pub async fn everything_on(port: u16, mode: EverythingMode) -> Peer {
     let peers = peers_dir();
-    let port = free_port();
     let (arg, path) = match mode {
         EverythingMode::StreamableHttp => ("streamableHttp", "mcp"),
         EverythingMode::Sse => ("sse", "sse"),

@@ -326,26 +326,43 @@ impl BackendClient {
     }
 
     /// Run `op` on the connection within `timeout`.
+    ///
+    /// A request the backend rejected because our session expired was not executed,
+    /// so it is retried once on a fresh (re-probed) connection.
     async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
     where
-        F: FnOnce(Arc<Connection>) -> Fut,
+        F: Fn(Arc<Connection>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
-        let work = async {
-            let conn = self.connection().await?;
-            match op(conn.clone()).await {
-                Ok(value) => Ok(value),
-                Err(error) => Err(self.fail(&conn, error).await),
-            }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timed_out = || BackendError::Timeout {
+            backend: self.name.clone(),
+            timeout,
         };
-        tokio::time::timeout(timeout, work)
-            .await
-            .unwrap_or_else(|_| {
-                Err(BackendError::Timeout {
-                    backend: self.name.clone(),
-                    timeout,
-                })
-            })
+        let mut retried = false;
+        loop {
+            let conn = tokio::time::timeout_at(deadline, self.connection())
+                .await
+                .map_err(|_| timed_out())??;
+            match tokio::time::timeout_at(deadline, op(conn.clone())).await {
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(error)) if !retried && is_session_expired(&error) => {
+                    tracing::info!(backend = %self.name, "backend session expired; reconnecting");
+                    self.discard(&conn).await;
+                    retried = true;
+                }
+                Ok(Err(error)) => return Err(self.fail(&conn, error).await),
+                Err(_) => {
+                    // No answer in time: the next use reconnects and re-probes. Some
+                    // refusals cannot be correlated to the request and look exactly
+                    // like this (a Legacy-only server refusing a stateless request, a
+                    // restarted server answering an unknown session with 400).
+                    // Calls still in flight keep the old connection until they end.
+                    self.discard(&conn).await;
+                    return Err(timed_out());
+                }
+            }
+        }
     }
 
     /// List everything the backend offers, following each list's cursor to the end.
@@ -389,8 +406,9 @@ impl BackendClient {
         params: CallToolRequestParams,
         timeout: Duration,
     ) -> Result<CallToolResponse, BackendError> {
-        self.run(timeout, |conn| async move {
-            conn.service.call_tool_once(params).await
+        self.run(timeout, |conn| {
+            let params = params.clone();
+            async move { conn.service.call_tool_once(params).await }
         })
         .await
     }
@@ -401,8 +419,9 @@ impl BackendClient {
         params: GetPromptRequestParams,
         timeout: Duration,
     ) -> Result<GetPromptResponse, BackendError> {
-        self.run(timeout, |conn| async move {
-            conn.service.get_prompt_once(params).await
+        self.run(timeout, |conn| {
+            let params = params.clone();
+            async move { conn.service.get_prompt_once(params).await }
         })
         .await
     }
@@ -413,8 +432,9 @@ impl BackendClient {
         params: ReadResourceRequestParams,
         timeout: Duration,
     ) -> Result<ReadResourceResponse, BackendError> {
-        self.run(timeout, |conn| async move {
-            conn.service.read_resource_once(params).await
+        self.run(timeout, |conn| {
+            let params = params.clone();
+            async move { conn.service.read_resource_once(params).await }
         })
         .await
     }
@@ -425,10 +445,25 @@ impl BackendClient {
         params: CompleteRequestParams,
         timeout: Duration,
     ) -> Result<CompleteResult, BackendError> {
-        self.run(timeout, |conn| async move {
-            conn.service.complete(params).await
+        self.run(timeout, |conn| {
+            let params = params.clone();
+            async move { conn.service.complete(params).await }
         })
         .await
+    }
+}
+
+/// Whether the backend refused the request because our session is gone (HTTP 404
+/// on a session request): it did not run it.
+fn is_session_expired(error: &ServiceError) -> bool {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    match error {
+        ServiceError::TransportSend(e) => matches!(
+            e.error
+                .downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+            Some(StreamableHttpError::SessionExpired)
+        ),
+        _ => false,
     }
 }
 

@@ -277,12 +277,15 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
         Ok(config) => config,
         Err(error) => {
             let path = error.path().to_string();
-            let inner = error.into_inner();
-            return Err(ConfigError::Parse(if path == "." || path.is_empty() {
-                inner.to_string()
-            } else {
-                format!("{path}: {inner}")
-            }));
+            let inner = error.into_inner().to_string();
+            // serde_yaml_ng already names the path in some messages.
+            return Err(ConfigError::Parse(
+                if path == "." || path.is_empty() || inner.starts_with(&path) {
+                    inner
+                } else {
+                    format!("{path}: {inner}")
+                },
+            ));
         }
     };
     validate(&config)?;

@@ -188,10 +188,15 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
             }
         }
     }
-    for key in config.operational.timeouts.per_workload.keys() {
+    for (key, value) in &config.operational.timeouts.per_workload {
         if !names.contains(key.as_str()) {
             errors.push(format!(
                 "operational.timeouts.perWorkload.{key} is not a configured backend"
+            ));
+        }
+        if value.is_zero() {
+            errors.push(format!(
+                "operational.timeouts.perWorkload.{key} must be greater than 0"
             ));
         }
     }
@@ -276,7 +281,7 @@ mod tests {
         let err =
             load_str("backends:\n  - name: a\n    url: http://h\n    metadata: 3\n").unwrap_err();
         let text = err.to_string();
-        assert!(text.contains("backends[0].metadata"), "{text}");
+        assert_eq!(text.matches("backends[0].metadata").count(), 1, "{text}");
     }
 
     #[test]
