@@ -98,6 +98,10 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
             format!("backend {backend:?} did not answer within {timeout:?}"),
             None,
         ),
+        BackendError::CircuitOpen { backend } => ErrorData::internal_error(
+            format!("backend {backend:?} is failing; calls are paused"),
+            None,
+        ),
         BackendError::Unreachable { backend, reason }
         | BackendError::Transport { backend, reason } => {
             tracing::warn!(%backend, "backend call failed: {reason}");

@@ -18,6 +18,7 @@ pub mod backend;
 pub mod catalog;
 pub mod config;
 pub mod handler;
+pub mod health;
 pub mod names;
 pub mod pagination;
 pub mod router;

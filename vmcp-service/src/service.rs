@@ -15,6 +15,7 @@ use crate::aggregator::Aggregator;
 use crate::backend::BackendRegistry;
 use crate::config::{Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
+use crate::health::HealthSettings;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -45,7 +46,10 @@ impl Vmcp {
     /// current. Unreachable backends do not stop startup: they are retried in the
     /// background. Under `manual` conflict resolution an unresolved collision does.
     pub async fn start(config: VmcpConfig) -> Result<Self, StartError> {
-        let registry = Arc::new(BackendRegistry::new(config.backends.clone()));
+        let registry = Arc::new(BackendRegistry::new(
+            config.backends.clone(),
+            HealthSettings::from(&config.operational.failure_handling),
+        ));
         let manual = config.strategy() == Strategy::Manual;
         let aggregator = Arc::new(Aggregator::new(Arc::new(config), registry));
         let report = aggregator.refresh_all().await;
@@ -55,6 +59,13 @@ impl Vmcp {
         }
         let shutdown = CancellationToken::new();
         tokio::spawn(aggregator.clone().run(shutdown.clone()));
+        let registry = aggregator.registry().clone();
+        let settings = registry.clone();
+        tokio::spawn(crate::health::monitor(
+            registry,
+            move || settings.health_settings(),
+            shutdown.clone(),
+        ));
         Ok(Self {
             aggregator,
             shutdown,

@@ -24,6 +24,7 @@ use vmcp_layers::McpRevision;
 
 use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
+use crate::health::{BackendHealth, HealthSettings};
 
 /// A change a backend announced, fanned out to whoever keeps derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +50,8 @@ pub enum BackendEventKind {
     Connected,
     /// The connection was lost or could not be opened.
     Disconnected,
+    /// The backend's health status changed.
+    HealthChanged,
 }
 
 /// Why a backend operation failed.
@@ -86,6 +89,34 @@ pub enum BackendError {
         /// What went wrong.
         reason: String,
     },
+    /// The backend's circuit breaker is open: the call was not attempted.
+    #[error("backend {backend:?} is failing; calls are paused (circuit open)")]
+    CircuitOpen {
+        /// Backend name.
+        backend: Arc<str>,
+    },
+}
+
+impl BackendError {
+    /// Whether this failure says the backend is unwell (as opposed to the backend
+    /// answering with an error, which proves it is up).
+    fn is_backend_failure(&self) -> bool {
+        !matches!(
+            self,
+            BackendError::Mcp { .. } | BackendError::CircuitOpen { .. }
+        )
+    }
+
+    /// A description for status reporting: no URLs, no tokens.
+    pub fn summary(&self) -> String {
+        match self {
+            BackendError::Unreachable { .. } => "unreachable".into(),
+            BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
+            BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
+            BackendError::Transport { .. } => "connection failed".into(),
+            BackendError::CircuitOpen { .. } => "circuit open".into(),
+        }
+    }
 }
 
 /// Everything one backend offers, as it reported it.
@@ -163,6 +194,9 @@ pub struct BackendClient {
     connection: Mutex<Option<Arc<Connection>>>,
     /// The revision of the last successful connection, for status reporting.
     revision: std::sync::Mutex<Option<McpRevision>>,
+    health: BackendHealth,
+    /// Set when the last connect attempt was refused with 401/403.
+    auth_refused: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -180,14 +214,67 @@ impl BackendClient {
         config: BackendConfig,
         http: reqwest::Client,
         events: broadcast::Sender<BackendEvent>,
+        health: HealthSettings,
     ) -> Self {
+        let name: Arc<str> = Arc::from(config.name.as_str());
         Self {
-            name: Arc::from(config.name.as_str()),
+            health: BackendHealth::new(name.clone(), health, events.clone()),
+            name,
             config,
             http,
             events,
             connection: Mutex::new(None),
             revision: std::sync::Mutex::new(None),
+            auth_refused: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// The backend's health record.
+    pub fn health(&self) -> &BackendHealth {
+        &self.health
+    }
+
+    /// Check the backend now: connect if needed (which probes its revision), else a
+    /// cheap request on the open connection. The outcome feeds [`Self::health`].
+    pub async fn health_check(&self, timeout: Duration) {
+        let started = std::time::Instant::now();
+        let result = self
+            .run_unrecorded(timeout, |conn| async move {
+                match conn.revision {
+                    McpRevision::Legacy => conn
+                        .service
+                        .send_request(rmcp::model::ClientRequest::PingRequest(Default::default()))
+                        .await
+                        .map(|_| true),
+                    // A Modern backend must still say it serves 2026-07-28; one that
+                    // no longer does was replaced and is re-probed.
+                    McpRevision::Modern => match conn.service.discover(Default::default()).await {
+                        Ok(found) => Ok(found
+                            .supported_versions
+                            .contains(&ProtocolVersion::V_2026_07_28)),
+                        Err(ServiceError::McpError(_)) => Ok(false),
+                        Err(other) => Err(other),
+                    },
+                }
+            })
+            .await;
+        if let Ok(false) = result {
+            tracing::info!(backend = %self.name, "backend no longer serves 2026-07-28; re-probing");
+            if let Some(conn) = self.connection.lock().await.clone() {
+                self.discard(&conn).await;
+            }
+        }
+        self.record(&result, started.elapsed());
+    }
+
+    fn record<T>(&self, result: &Result<T, BackendError>, latency: Duration) {
+        match result {
+            Err(e) if e.is_backend_failure() => {
+                let refused = self.auth_refused.load(std::sync::atomic::Ordering::Relaxed);
+                self.health.record_failure(&e.summary(), refused);
+            }
+            Err(BackendError::CircuitOpen { .. }) => {}
+            _ => self.health.record_success(latency),
         }
     }
 
@@ -229,6 +316,8 @@ impl BackendClient {
         let had_connection = slot.take().is_some();
         match self.open().await {
             Ok(conn) => {
+                self.auth_refused
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
                 let conn = Arc::new(conn);
                 *self.revision.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.revision);
                 tracing::info!(backend = %self.name, revision = %conn.revision, "backend connected");
@@ -236,7 +325,9 @@ impl BackendClient {
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
-            Err(reason) => {
+            Err((reason, refused)) => {
+                self.auth_refused
+                    .store(refused, std::sync::atomic::Ordering::Relaxed);
                 if had_connection {
                     self.forwarder().emit(BackendEventKind::Disconnected);
                 }
@@ -248,7 +339,8 @@ impl BackendClient {
         }
     }
 
-    async fn open(&self) -> Result<Connection, String> {
+    /// Open a connection; the error says why and whether credentials were refused.
+    async fn open(&self) -> Result<Connection, (String, bool)> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
@@ -272,7 +364,11 @@ impl BackendClient {
                     SseClientConfig::new(self.config.url.as_str()),
                 )
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| {
+                    let text = e.to_string();
+                    let refused = text.contains(" 401") || text.contains(" 403");
+                    (text, refused)
+                })?;
                 rmcp::ServiceExt::serve(handler, transport)
                     .await
                     .map_err(describe_init_error)?
@@ -280,7 +376,7 @@ impl BackendClient {
         };
         let info = service
             .peer_info()
-            .ok_or_else(|| "backend sent no server info".to_owned())?;
+            .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
         Ok(Connection {
             revision: McpRevision::from_version(info.protocol_version.as_str()),
             capabilities: info.capabilities.clone(),
@@ -307,10 +403,20 @@ impl BackendClient {
     /// Map an rmcp error, discarding the connection when the transport broke.
     async fn fail(&self, conn: &Arc<Connection>, error: ServiceError) -> BackendError {
         match error {
-            ServiceError::McpError(error) => BackendError::Mcp {
-                backend: self.name.clone(),
-                error,
-            },
+            ServiceError::McpError(error) => {
+                // A Modern peer never answers with the legacy implementation-defined
+                // codes (-32000..-32019); one that does (e.g. "Server not
+                // initialized") is Legacy now, so the next use re-probes.
+                if conn.revision == McpRevision::Modern && (-32019..=-32000).contains(&error.code.0)
+                {
+                    tracing::info!(backend = %self.name, code = error.code.0, "Modern backend answered like a Legacy one; re-probing");
+                    self.discard(conn).await;
+                }
+                BackendError::Mcp {
+                    backend: self.name.clone(),
+                    error,
+                }
+            }
             ServiceError::Timeout { timeout } => BackendError::Timeout {
                 backend: self.name.clone(),
                 timeout,
@@ -330,6 +436,23 @@ impl BackendClient {
     /// A request the backend rejected because our session expired was not executed,
     /// so it is retried once on a fresh (re-probed) connection.
     async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
+    where
+        F: Fn(Arc<Connection>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        if self.health.admit().is_err() {
+            return Err(BackendError::CircuitOpen {
+                backend: self.name.clone(),
+            });
+        }
+        let started = std::time::Instant::now();
+        let result = self.run_unrecorded(timeout, op).await;
+        self.record(&result, started.elapsed());
+        result
+    }
+
+    /// [`Self::run`] without the circuit breaker or health bookkeeping.
+    async fn run_unrecorded<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
     where
         F: Fn(Arc<Connection>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
@@ -467,6 +590,7 @@ fn is_session_expired(error: &ServiceError) -> bool {
     }
 }
 
-fn describe_init_error(error: ClientInitializeError) -> String {
-    error.to_string()
+fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
+    let refused = error.is_authorization_required() || error.auth_challenge().is_some();
+    (error.to_string(), refused)
 }
