@@ -14,7 +14,8 @@ use rmcp::model::{
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::aggregator::Aggregator;
@@ -22,12 +23,14 @@ use crate::backend::BackendError;
 use crate::backend::meta::strip_reserved;
 use crate::pagination::{ListKind, page};
 use crate::router::{self, Routed};
+use crate::sessions::Sessions;
 
 /// The gateway's MCP server handler. Cloning is an `Arc` clone, so rmcp's
 /// per-request factory stays cheap.
 #[derive(Clone)]
 pub struct VmcpHandler {
     aggregator: Arc<Aggregator>,
+    sessions: Arc<Sessions>,
     info: Arc<ServerConfig>,
 }
 
@@ -42,7 +45,7 @@ const LIST_TTL_MS: u64 = 0;
 
 impl VmcpHandler {
     /// A handler serving `aggregator`'s catalog.
-    pub fn new(aggregator: Arc<Aggregator>) -> Self {
+    pub fn new(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>) -> Self {
         let name = aggregator
             .config()
             .name
@@ -53,6 +56,7 @@ impl VmcpHandler {
             .enable_tool_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_completions()
@@ -64,6 +68,7 @@ impl VmcpHandler {
             );
         Self {
             aggregator,
+            sessions,
             info: Arc::new(info),
         }
     }
@@ -110,6 +115,17 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
     }
 }
 
+/// The Legacy session a request or notification belongs to.
+fn session_id(extensions: &rmcp::model::Extensions) -> Option<String> {
+    extensions
+        .get::<http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
+        .map(str::to_owned)
+}
+
 fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
     ctx.meta.protocol_version().is_some()
 }
@@ -121,6 +137,65 @@ fn cursor(params: &Option<PaginatedRequestParams>) -> Option<&str> {
 impl ServerHandler for VmcpHandler {
     fn get_info(&self) -> ServerConfig {
         (*self.info).clone()
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.sessions.add_legacy(session_id(&ctx.extensions), ctx.peer);
+    }
+
+    #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
+    async fn subscribe(
+        &self,
+        params: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self.aggregator.catalog().resource_owner(&params.uri).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!("unknown resource: {}", params.uri),
+                None,
+            ));
+        }
+        let session = session_id(&ctx.extensions)
+            .ok_or_else(|| ErrorData::invalid_request("resources/subscribe needs a session", None))?;
+        if self.sessions.subscribe(&session, &params.uri) {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request("unknown session", None))
+        }
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe is the Legacy mechanism.
+    async fn unsubscribe(
+        &self,
+        params: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = session_id(&ctx.extensions).ok_or_else(|| {
+            ErrorData::invalid_request("resources/unsubscribe needs a session", None)
+        })?;
+        if self.sessions.unsubscribe(&session, &params.uri) {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request("unknown session", None))
+        }
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // Everything the gateway can push is honoured: the three list changes and
+        // updates of any URI (a URI may be served later, when its backend joins).
+        let mut offered = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        offered.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(requested.intersection(&offered))
+    }
+
+    async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+        let _registered = self.sessions.add_modern(ctx.sink().clone());
+        ctx.cancelled().await;
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

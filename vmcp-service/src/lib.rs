@@ -23,6 +23,8 @@ pub mod names;
 pub mod pagination;
 pub mod router;
 pub mod service;
+pub mod sessions;
+pub mod propagation;
 
 pub use config::VmcpConfig;
 pub use service::{StartError, Vmcp, VmcpService};

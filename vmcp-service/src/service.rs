@@ -16,6 +16,7 @@ use crate::backend::BackendRegistry;
 use crate::config::{Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
 use crate::health::HealthSettings;
+use crate::sessions::Sessions;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -38,6 +39,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Vmcp {
     aggregator: Arc<Aggregator>,
+    sessions: Arc<Sessions>,
     shutdown: CancellationToken,
 }
 
@@ -66,8 +68,15 @@ impl Vmcp {
             move || settings.health_settings(),
             shutdown.clone(),
         ));
+        let sessions = Arc::new(Sessions::default());
+        tokio::spawn(crate::propagation::run(
+            aggregator.clone(),
+            sessions.clone(),
+            shutdown.clone(),
+        ));
         Ok(Self {
             aggregator,
+            sessions,
             shutdown,
         })
     }
@@ -81,7 +90,7 @@ impl Vmcp {
     /// keep-alive, body limit). Legacy session mode is always kept on: both
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
-        let handler = VmcpHandler::new(self.aggregator.clone());
+        let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
         let config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
@@ -97,6 +106,11 @@ impl Vmcp {
     /// The aggregator (current catalog, refresh).
     pub fn aggregator(&self) -> &Arc<Aggregator> {
         &self.aggregator
+    }
+
+    /// The live client sessions and listen streams.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
     }
 
     /// The backend registry; adding or removing a backend rebuilds the catalog.

@@ -6,6 +6,7 @@
 //! dropped when the transport fails so the next use reconnects and re-probes — which
 //! is also how a backend that changed revision is picked up again.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -183,6 +184,18 @@ struct Connection {
     service: RunningService<RoleClient, EventForwarder>,
     revision: McpRevision,
     capabilities: ServerCapabilities,
+    /// URIs subscribed on this connection (Legacy `resources/subscribe`).
+    subscribed: Mutex<BTreeSet<String>>,
+    /// The `subscriptions/listen` stream of a Modern connection.
+    listen: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(task) = self.listen.get_mut().ok().and_then(Option::take) {
+            task.abort();
+        }
+    }
 }
 
 /// A backend and its long-lived client connection.
@@ -197,6 +210,8 @@ pub struct BackendClient {
     health: BackendHealth,
     /// Set when the last connect attempt was refused with 401/403.
     auth_refused: std::sync::atomic::AtomicBool,
+    /// URIs clients are subscribed to on this backend; applied to every connection.
+    subscriptions: std::sync::Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -226,6 +241,112 @@ impl BackendClient {
             connection: Mutex::new(None),
             revision: std::sync::Mutex::new(None),
             auth_refused: std::sync::atomic::AtomicBool::new(false),
+            subscriptions: std::sync::Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Set the URIs clients want `notifications/resources/updated` for. A Legacy
+    /// connection subscribes and unsubscribes the difference; a Modern one re-opens
+    /// its `subscriptions/listen` stream with the new set. Reconnects re-apply it.
+    pub async fn set_subscriptions(&self, uris: BTreeSet<String>) {
+        let changed = {
+            let mut current = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+            let changed = *current != uris;
+            *current = uris;
+            changed
+        };
+        if !changed {
+            return;
+        }
+        let conn = self.connection.lock().await.clone();
+        if let Some(conn) = conn {
+            self.apply_subscriptions(&conn).await;
+        }
+    }
+
+    // Legacy backends only know resources/subscribe, which rmcp marks deprecated.
+    #[allow(deprecated)]
+    async fn apply_subscriptions(&self, conn: &Arc<Connection>) {
+        let wanted = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match conn.revision {
+            McpRevision::Modern => self.start_listen(conn, wanted),
+            McpRevision::Legacy => {
+                let supports = conn
+                    .capabilities
+                    .resources
+                    .as_ref()
+                    .is_some_and(|r| r.subscribe == Some(true));
+                if !supports {
+                    return;
+                }
+                let mut subscribed = conn.subscribed.lock().await;
+                for uri in wanted.difference(&subscribed.clone()) {
+                    let params = rmcp::model::SubscribeRequestParams::new(uri.clone());
+                    match conn.service.subscribe(params).await {
+                        Ok(()) => {
+                            subscribed.insert(uri.clone());
+                        }
+                        Err(e) => tracing::warn!(backend = %self.name, %uri, "resources/subscribe failed: {e}"),
+                    }
+                }
+                for uri in subscribed.clone().difference(&wanted) {
+                    let params = rmcp::model::UnsubscribeRequestParams::new(uri.clone());
+                    if let Err(e) = conn.service.unsubscribe(params).await {
+                        tracing::warn!(backend = %self.name, %uri, "resources/unsubscribe failed: {e}");
+                    }
+                    subscribed.remove(uri);
+                }
+            }
+        }
+    }
+
+    /// (Re)open the listen stream of a Modern connection: list changes always, plus
+    /// the subscribed URIs. Its notifications become backend events.
+    fn start_listen(&self, conn: &Arc<Connection>, uris: BTreeSet<String>) {
+        let mut filter = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        if !uris.is_empty() {
+            filter.resource_subscriptions = Some(uris.into_iter().collect());
+        }
+        let peer = conn.service.peer().clone();
+        let forwarder = self.forwarder();
+        let task = tokio::spawn(async move {
+            let mut subscription = match peer.listen(filter).await {
+                Ok(subscription) => subscription,
+                Err(e) => {
+                    tracing::debug!(backend = %forwarder.backend, "subscriptions/listen not available: {e}");
+                    return;
+                }
+            };
+            while let Ok(Some(notification)) = subscription.next().await {
+                use rmcp::model::ServerNotification as N;
+                match notification {
+                    N::ToolListChangedNotification(_) => forwarder.emit(BackendEventKind::ToolsChanged),
+                    N::PromptListChangedNotification(_) => forwarder.emit(BackendEventKind::PromptsChanged),
+                    N::ResourceListChangedNotification(_) => {
+                        forwarder.emit(BackendEventKind::ResourcesChanged)
+                    }
+                    N::ResourceUpdatedNotification(n) => {
+                        forwarder.emit(BackendEventKind::ResourceUpdated(n.params.uri))
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let old = conn
+            .listen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(task);
+        if let Some(old) = old {
+            old.abort();
         }
     }
 
@@ -322,6 +443,8 @@ impl BackendClient {
                 *self.revision.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.revision);
                 tracing::info!(backend = %self.name, revision = %conn.revision, "backend connected");
                 *slot = Some(conn.clone());
+                drop(slot);
+                self.apply_subscriptions(&conn).await;
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
@@ -344,9 +467,13 @@ impl BackendClient {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
+                // An expired session surfaces as an error rather than a transparent
+                // re-initialize, so the backend is re-probed (its revision or tools may
+                // have changed); `run` retries the refused request once.
                 let config =
                     StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
-                        .reinit_on_expired_session(true);
+                        .reinit_on_expired_session(false)
+                        .max_concurrent_requests(256);
                 let transport =
                     StreamableHttpClientTransport::with_client(self.http.clone(), config);
                 let lifecycle = rmcp::service::ClientLifecycleMode::Auto {
@@ -381,6 +508,8 @@ impl BackendClient {
             revision: McpRevision::from_version(info.protocol_version.as_str()),
             capabilities: info.capabilities.clone(),
             service,
+            subscribed: Mutex::new(BTreeSet::new()),
+            listen: std::sync::Mutex::new(None),
         })
     }
 
