@@ -99,7 +99,12 @@ impl DemoControl {
 
     /// Send the list-changed notification for `list` to every session and stream.
     pub async fn announce(&self, list: DemoList) {
-        let legacy = self.hub.legacy.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let legacy = self
+            .hub
+            .legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for peer in legacy {
             let sent = match list {
                 DemoList::Tools => peer.notify_tool_list_changed().await,
@@ -107,10 +112,17 @@ impl DemoControl {
                 DemoList::Prompts => peer.notify_prompt_list_changed().await,
             };
             if sent.is_ok() {
-                self.hub.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        let modern = self.hub.modern.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let modern = self
+            .hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for sink in modern {
             let sent = match list {
                 DemoList::Tools => sink.notify_tool_list_changed().await,
@@ -118,7 +130,9 @@ impl DemoControl {
                 DemoList::Prompts => sink.notify_prompt_list_changed().await,
             };
             if sent.is_ok() {
-                self.hub.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }
@@ -126,17 +140,31 @@ impl DemoControl {
     /// Send `notifications/resources/updated` for `uri` to every Legacy session and
     /// every stream subscribed to it.
     pub async fn resource_updated(&self, uri: &str) {
-        let legacy = self.hub.legacy.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let legacy = self
+            .hub
+            .legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for peer in legacy {
             let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
             if peer.notify_resource_updated(param).await.is_ok() {
-                self.hub.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        let modern = self.hub.modern.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let modern = self
+            .hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for sink in modern {
             if sink.notify_resource_updated(uri).await.is_ok() {
-                self.hub.sent.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }
@@ -148,7 +176,11 @@ impl DemoControl {
 
     /// Open Modern listen streams (those still registered).
     pub fn listeners(&self) -> usize {
-        self.hub.modern.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 }
 
@@ -214,8 +246,7 @@ impl DemoBackend {
 
     fn tool_list(&self) -> Vec<Tool> {
         let spec = self.spec();
-        spec
-            .tools
+        spec.tools
             .iter()
             .map(|t| Tool::new(t.clone(), format!("{} on {}", t, spec.name), schema(t)))
             .collect()

@@ -6,4 +6,5 @@ mod aggregation;
 mod conflicts;
 mod failures;
 mod filtering;
+mod live;
 mod pagination;

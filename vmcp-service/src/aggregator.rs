@@ -18,6 +18,11 @@ use crate::backend::{BackendCapabilities, BackendEventKind, BackendRegistry};
 use crate::catalog::{BuildReport, Catalog};
 use crate::config::VmcpConfig;
 
+/// The shortest time between two event-driven re-lists of one backend: a storm of
+/// list-change notifications costs at most one re-list per this interval, plus one
+/// trailing re-list that picks up the last change.
+pub const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Which kinds of the advertised catalog changed in a rebuild.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CatalogChange {
@@ -232,9 +237,18 @@ impl Aggregator {
         let mut changes = self.registry.changes();
         let mut last_health_rebuild: Option<Instant> = None;
         let mut health_pending = false;
+        // Per-backend re-list pacing: at most one re-list per RELIST_INTERVAL; events
+        // in between are coalesced into one trailing re-list.
+        let mut last_relist: BTreeMap<String, Instant> = BTreeMap::new();
+        let mut relist_pending: BTreeSet<String> = BTreeSet::new();
         loop {
             let interval = self.registry.health_settings().interval;
             let trailing = last_health_rebuild.map_or_else(Instant::now, |at| at + interval);
+            let relist_due = relist_pending
+                .iter()
+                .filter_map(|b| last_relist.get(b))
+                .min()
+                .map_or_else(Instant::now, |at| *at + RELIST_INTERVAL);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = changes.changed() => {
@@ -245,6 +259,19 @@ impl Aggregator {
                     health_pending = false;
                     last_health_rebuild = Some(Instant::now());
                     self.apply_health().await;
+                }
+                _ = tokio::time::sleep_until(relist_due), if !relist_pending.is_empty() => {
+                    let now = Instant::now();
+                    let due: BTreeSet<String> = relist_pending
+                        .iter()
+                        .filter(|b| last_relist.get(*b).is_none_or(|at| now >= *at + RELIST_INTERVAL))
+                        .cloned()
+                        .collect();
+                    relist_pending.retain(|b| !due.contains(b));
+                    for b in &due {
+                        last_relist.insert(b.clone(), now);
+                    }
+                    self.refresh(Some(&due)).await;
                 }
                 event = events.recv() => {
                     let mut relist = BTreeSet::new();
@@ -277,8 +304,17 @@ impl Aggregator {
                         self.refresh_all().await;
                         continue;
                     }
-                    if !relist.is_empty() {
-                        self.refresh(Some(&relist)).await;
+                    let now = Instant::now();
+                    let (now_due, later): (BTreeSet<String>, BTreeSet<String>) = relist
+                        .into_iter()
+                        .partition(|b| last_relist.get(b).is_none_or(|at| now >= *at + RELIST_INTERVAL));
+                    relist_pending.extend(later);
+                    if !now_due.is_empty() {
+                        for b in &now_due {
+                            last_relist.insert(b.clone(), now);
+                            relist_pending.remove(b);
+                        }
+                        self.refresh(Some(&now_due)).await;
                     }
                     if health {
                         let due = last_health_rebuild.is_none_or(|at| at.elapsed() >= interval);
@@ -291,6 +327,7 @@ impl Aggregator {
                     }
                 }
             }
+            last_relist.retain(|b, _| self.registry.get(b).is_some());
         }
     }
 

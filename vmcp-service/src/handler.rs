@@ -140,7 +140,8 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.sessions.add_legacy(session_id(&ctx.extensions), ctx.peer);
+        self.sessions
+            .add_legacy(session_id(&ctx.extensions), ctx.peer);
     }
 
     #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
@@ -149,15 +150,24 @@ impl ServerHandler for VmcpHandler {
         params: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if self.aggregator.catalog().resource_owner(&params.uri).is_none() {
+        if self
+            .aggregator
+            .catalog()
+            .resource_owner(&params.uri)
+            .is_none()
+        {
             return Err(ErrorData::invalid_params(
                 format!("unknown resource: {}", params.uri),
                 None,
             ));
         }
-        let session = session_id(&ctx.extensions)
-            .ok_or_else(|| ErrorData::invalid_request("resources/subscribe needs a session", None))?;
+        let session = session_id(&ctx.extensions).ok_or_else(|| {
+            ErrorData::invalid_request("resources/subscribe needs a session", None)
+        })?;
         if self.sessions.subscribe(&session, &params.uri) {
+            // Subscribe the owning backend before acknowledging, so an update the
+            // backend sends after this answer is not missed.
+            crate::propagation::sync_subscriptions(&self.aggregator, &self.sessions).await;
             Ok(())
         } else {
             Err(ErrorData::invalid_request("unknown session", None))
@@ -180,7 +190,10 @@ impl ServerHandler for VmcpHandler {
         }
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         // Everything the gateway can push is honoured: the three list changes and
         // updates of any URI (a URI may be served later, when its backend joins).
         let mut offered = SubscriptionFilter::builder()

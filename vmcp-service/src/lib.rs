@@ -21,10 +21,11 @@ pub mod handler;
 pub mod health;
 pub mod names;
 pub mod pagination;
+pub mod propagation;
 pub mod router;
 pub mod service;
 pub mod sessions;
-pub mod propagation;
+pub mod status;
 
 pub use config::VmcpConfig;
 pub use service::{StartError, Vmcp, VmcpService};

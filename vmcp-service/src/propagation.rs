@@ -17,7 +17,11 @@ use crate::backend::BackendEventKind;
 use crate::sessions::Sessions;
 
 /// Run propagation until `shutdown`.
-pub async fn run(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>, shutdown: CancellationToken) {
+pub async fn run(
+    aggregator: Arc<Aggregator>,
+    sessions: Arc<Sessions>,
+    shutdown: CancellationToken,
+) {
     let mut changes = aggregator.changes();
     let mut events = aggregator.registry().events();
     loop {
@@ -55,7 +59,7 @@ pub async fn run(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>, shutdown:
 }
 
 /// Mirror the subscribed URIs onto their owning backends.
-async fn sync_subscriptions(aggregator: &Aggregator, sessions: &Sessions) {
+pub async fn sync_subscriptions(aggregator: &Aggregator, sessions: &Sessions) {
     let catalog = aggregator.catalog();
     let mut per_backend: BTreeMap<Arc<str>, BTreeSet<String>> = BTreeMap::new();
     for uri in sessions.subscribed_uris() {

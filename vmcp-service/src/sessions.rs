@@ -187,10 +187,10 @@ impl Sessions {
     /// Register a Legacy session's peer under its `Mcp-Session-Id`.
     pub fn add_legacy(&self, session: Option<String>, peer: Peer<RoleServer>) {
         let id = self.insert(Channel::Legacy(peer), BTreeSet::new());
-        if let Some(session) = session {
-            if let Some(old) = self.legacy_ids().insert(session, id) {
-                self.remove(old);
-            }
+        // Bind first: the lock must be released before `remove` takes it again.
+        let replaced = session.and_then(|session| self.legacy_ids().insert(session, id));
+        if let Some(old) = replaced {
+            self.remove(old);
         }
     }
 
@@ -278,7 +278,12 @@ impl Sessions {
         let targets: Vec<_> = self
             .listeners()
             .values()
-            .filter(|l| l.uris.lock().unwrap_or_else(|e| e.into_inner()).contains(uri))
+            .filter(|l| {
+                l.uris
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .contains(uri)
+            })
             .cloned()
             .collect();
         for listener in targets {

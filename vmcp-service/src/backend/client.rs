@@ -153,6 +153,34 @@ impl EventForwarder {
     }
 }
 
+impl EventForwarder {
+    /// Turn a notification from a backend's listen stream into an event.
+    fn forward(&self, notification: rmcp::model::ServerNotification) {
+        use rmcp::model::ServerNotification as N;
+        match notification {
+            N::ToolListChangedNotification(_) => self.emit(BackendEventKind::ToolsChanged),
+            N::PromptListChangedNotification(_) => self.emit(BackendEventKind::PromptsChanged),
+            N::ResourceListChangedNotification(_) => self.emit(BackendEventKind::ResourcesChanged),
+            N::ResourceUpdatedNotification(n) => {
+                self.emit(BackendEventKind::ResourceUpdated(n.params.uri))
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Open a listen stream with room for a burst of notifications.
+async fn listen(
+    peer: &rmcp::Peer<RoleClient>,
+    filter: &rmcp::model::SubscriptionFilter,
+) -> Result<rmcp::service::Subscription, ServiceError> {
+    const BUFFER: std::num::NonZeroUsize = match std::num::NonZeroUsize::new(1024) {
+        Some(n) => n,
+        None => std::num::NonZeroUsize::MIN,
+    };
+    peer.listen_with_capacity(filter.clone(), BUFFER).await
+}
+
 impl ClientHandler for EventForwarder {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
@@ -273,7 +301,7 @@ impl BackendClient {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         match conn.revision {
-            McpRevision::Modern => self.start_listen(conn, wanted),
+            McpRevision::Modern => self.start_listen(conn, wanted).await,
             McpRevision::Legacy => {
                 let supports = conn
                     .capabilities
@@ -290,7 +318,9 @@ impl BackendClient {
                         Ok(()) => {
                             subscribed.insert(uri.clone());
                         }
-                        Err(e) => tracing::warn!(backend = %self.name, %uri, "resources/subscribe failed: {e}"),
+                        Err(e) => {
+                            tracing::warn!(backend = %self.name, %uri, "resources/subscribe failed: {e}")
+                        }
                     }
                 }
                 for uri in subscribed.clone().difference(&wanted) {
@@ -305,8 +335,10 @@ impl BackendClient {
     }
 
     /// (Re)open the listen stream of a Modern connection: list changes always, plus
-    /// the subscribed URIs. Its notifications become backend events.
-    fn start_listen(&self, conn: &Arc<Connection>, uris: BTreeSet<String>) {
+    /// the subscribed URIs. Returns once the backend acknowledged it, so a caller that
+    /// then acknowledges a client subscription misses no update. Its notifications
+    /// become backend events.
+    async fn start_listen(&self, conn: &Arc<Connection>, uris: BTreeSet<String>) {
         let mut filter = rmcp::model::SubscriptionFilter::builder()
             .tools_list_changed()
             .prompts_list_changed()
@@ -316,27 +348,35 @@ impl BackendClient {
             filter.resource_subscriptions = Some(uris.into_iter().collect());
         }
         let peer = conn.service.peer().clone();
+        let mut subscription = match listen(&peer, &filter).await {
+            Ok(subscription) => subscription,
+            Err(e) => {
+                tracing::debug!(backend = %self.name, "subscriptions/listen not available: {e}");
+                return;
+            }
+        };
         let forwarder = self.forwarder();
         let task = tokio::spawn(async move {
-            let mut subscription = match peer.listen(filter).await {
-                Ok(subscription) => subscription,
-                Err(e) => {
-                    tracing::debug!(backend = %forwarder.backend, "subscriptions/listen not available: {e}");
-                    return;
-                }
-            };
-            while let Ok(Some(notification)) = subscription.next().await {
-                use rmcp::model::ServerNotification as N;
-                match notification {
-                    N::ToolListChangedNotification(_) => forwarder.emit(BackendEventKind::ToolsChanged),
-                    N::PromptListChangedNotification(_) => forwarder.emit(BackendEventKind::PromptsChanged),
-                    N::ResourceListChangedNotification(_) => {
-                        forwarder.emit(BackendEventKind::ResourcesChanged)
+            loop {
+                match subscription.next().await {
+                    Ok(Some(notification)) => forwarder.forward(notification),
+                    Err(ServiceError::SubscriptionLagged { .. }) => {
+                        // Something may have been missed: re-list everything from
+                        // this backend and listen again.
+                        tracing::warn!(backend = %forwarder.backend, "backend listen stream lagged; resyncing");
+                        for kind in [
+                            BackendEventKind::ToolsChanged,
+                            BackendEventKind::PromptsChanged,
+                            BackendEventKind::ResourcesChanged,
+                        ] {
+                            forwarder.emit(kind);
+                        }
+                        match listen(&peer, &filter).await {
+                            Ok(again) => subscription = again,
+                            Err(_) => return,
+                        }
                     }
-                    N::ResourceUpdatedNotification(n) => {
-                        forwarder.emit(BackendEventKind::ResourceUpdated(n.params.uri))
-                    }
-                    _ => {}
+                    Ok(None) | Err(_) => return,
                 }
             }
         });
@@ -470,20 +510,38 @@ impl BackendClient {
                 // An expired session surfaces as an error rather than a transparent
                 // re-initialize, so the backend is re-probed (its revision or tools may
                 // have changed); `run` retries the refused request once.
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
-                        .reinit_on_expired_session(false)
-                        .max_concurrent_requests(256);
-                let transport =
-                    StreamableHttpClientTransport::with_client(self.http.clone(), config);
-                let lifecycle = rmcp::service::ClientLifecycleMode::Auto {
+                let transport = || {
+                    let config =
+                        StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
+                            .reinit_on_expired_session(false)
+                            .max_concurrent_requests(256);
+                    StreamableHttpClientTransport::with_client(self.http.clone(), config)
+                };
+                let auto = rmcp::service::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                handler
-                    .serve_with_lifecycle(transport, lifecycle)
+                match handler
+                    .clone()
+                    .serve_with_lifecycle(transport(), auto)
                     .await
-                    .map_err(describe_init_error)?
+                {
+                    Ok(service) => service,
+                    // A server that refuses the probe in a way rmcp does not read as
+                    // "Legacy" (e.g. -32022 listing only older versions) still gets a
+                    // plain 2025-11-25 initialize before we give up.
+                    Err(probe) if !is_unreachable(&probe) => {
+                        tracing::debug!(backend = %self.name, "server/discover probe failed ({probe}); trying initialize");
+                        handler
+                            .serve_with_lifecycle(
+                                transport(),
+                                rmcp::service::ClientLifecycleMode::Initialize,
+                            )
+                            .await
+                            .map_err(describe_init_error)?
+                    }
+                    Err(probe) => return Err(describe_init_error(probe)),
+                }
             }
             Transport::Sse => {
                 let transport = SseClientTransport::connect(
@@ -717,6 +775,20 @@ fn is_session_expired(error: &ServiceError) -> bool {
         ),
         _ => false,
     }
+}
+
+/// Whether a failed handshake never reached a server (nothing to retry).
+fn is_unreachable(error: &ClientInitializeError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(e) = e.downcast_ref::<reqwest::Error>()
+            && (e.is_connect() || e.is_timeout())
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 fn describe_init_error(error: ClientInitializeError) -> (String, bool) {

@@ -36,7 +36,7 @@ pub struct VmcpConfig {
 }
 
 /// One inline backend.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendConfig {
     /// Unique backend name (the `{workload}` of prefixes and policies).
