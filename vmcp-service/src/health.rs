@@ -109,14 +109,48 @@ pub struct HealthSnapshot {
     pub circuit: CircuitState,
 }
 
+/// What an outcome came from: checks and real calls are counted separately, so a
+/// backend whose calls keep failing is unhealthy even while its pings succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// A periodic health check.
+    Check,
+    /// A real operation (call, read, listing).
+    Call,
+}
+
 #[derive(Debug)]
 struct State {
     status: HealthStatus,
-    failures: u32,
+    check_failures: u32,
+    call_failures: u32,
+    unauthenticated: bool,
+    /// Latency of the last success; `None` until the backend first answered.
+    last_latency: Option<Duration>,
     last_check: Option<SystemTime>,
     last_error: Option<String>,
     circuit: CircuitState,
     opened_at: Option<Instant>,
+}
+
+impl State {
+    fn recompute(&mut self, settings: &HealthSettings) {
+        let threshold = settings.unhealthy_threshold;
+        self.status = if self.unauthenticated {
+            HealthStatus::Unauthenticated
+        } else if self.circuit != CircuitState::Closed
+            || self.check_failures >= threshold
+            || self.call_failures >= threshold
+        {
+            HealthStatus::Unhealthy
+        } else {
+            match self.last_latency {
+                None => HealthStatus::Unknown,
+                Some(latency) if latency > settings.degraded_threshold => HealthStatus::Degraded,
+                Some(_) => HealthStatus::Healthy,
+            }
+        };
+    }
 }
 
 /// Why a call was not attempted.
@@ -144,7 +178,10 @@ impl BackendHealth {
             settings: Mutex::new(settings),
             state: Mutex::new(State {
                 status: HealthStatus::Unknown,
-                failures: 0,
+                check_failures: 0,
+                call_failures: 0,
+                unauthenticated: false,
+                last_latency: None,
                 last_check: None,
                 last_error: None,
                 circuit: CircuitState::Closed,
@@ -180,7 +217,7 @@ impl BackendHealth {
         let s = self.state();
         HealthSnapshot {
             status: s.status,
-            consecutive_failures: s.failures,
+            consecutive_failures: s.check_failures.max(s.call_failures),
             last_check: s.last_check,
             last_error: s.last_error.clone(),
             circuit: s.circuit,
@@ -208,48 +245,73 @@ impl BackendHealth {
         }
     }
 
-    /// Record a successful check or call that took `latency`.
-    pub fn record_success(&self, latency: Duration) {
+    /// Record a success from `source` that took `latency`.
+    ///
+    /// A successful call closes the circuit (it was the probe, or it was closed). A
+    /// successful check closes it only once the open period has passed: without it a
+    /// backend whose circuit opened would never be advertised, so never called, so
+    /// never probed.
+    pub fn record_success(&self, source: Source, latency: Duration) {
         let settings = self.settings();
         let mut s = self.state();
         let before = s.status;
-        s.failures = 0;
+        s.unauthenticated = false;
+        s.last_latency = Some(latency);
         s.last_check = Some(SystemTime::now());
         s.last_error = None;
-        s.circuit = CircuitState::Closed;
-        s.opened_at = None;
-        s.status = if latency > settings.degraded_threshold {
-            HealthStatus::Degraded
-        } else {
-            HealthStatus::Healthy
-        };
+        match source {
+            Source::Call => {
+                s.call_failures = 0;
+                s.circuit = CircuitState::Closed;
+            }
+            Source::Check => {
+                s.check_failures = 0;
+                let period_over = match (settings.circuit, s.opened_at) {
+                    (Some((_, open_for)), Some(at)) => at.elapsed() >= open_for,
+                    _ => true,
+                };
+                if s.circuit != CircuitState::Closed && period_over {
+                    s.circuit = CircuitState::Closed;
+                    s.call_failures = 0;
+                }
+            }
+        }
+        if s.circuit == CircuitState::Closed {
+            s.opened_at = None;
+        }
+        s.recompute(&settings);
         let after = s.status;
         drop(s);
         self.announce(before, after);
     }
 
-    /// Record a failed check or call. `unauthenticated` marks a 401/403 refusal.
-    pub fn record_failure(&self, error: &str, unauthenticated: bool) {
+    /// Record a failure from `source`. `unauthenticated` marks a 401/403 refusal.
+    pub fn record_failure(&self, source: Source, error: &str, unauthenticated: bool) {
         let settings = self.settings();
         let mut s = self.state();
         let before = s.status;
-        s.failures = s.failures.saturating_add(1);
         s.last_check = Some(SystemTime::now());
         s.last_error = Some(error.to_owned());
-        if let Some((threshold, _)) = settings.circuit
-            && (s.circuit == CircuitState::HalfOpen || s.failures >= threshold)
-        {
-            if s.circuit != CircuitState::Open {
-                tracing::warn!(backend = %self.backend, "circuit opened after {} failures", s.failures);
+        s.unauthenticated = unauthenticated;
+        match source {
+            Source::Check => s.check_failures = s.check_failures.saturating_add(1),
+            Source::Call => {
+                s.call_failures = s.call_failures.saturating_add(1);
+                if let Some((threshold, _)) = settings.circuit {
+                    let trips = match s.circuit {
+                        CircuitState::HalfOpen => true,
+                        CircuitState::Closed => s.call_failures >= threshold,
+                        CircuitState::Open => false,
+                    };
+                    if trips {
+                        tracing::warn!(backend = %self.backend, "circuit opened after {} failed calls", s.call_failures);
+                        s.circuit = CircuitState::Open;
+                        s.opened_at = Some(Instant::now());
+                    }
+                }
             }
-            s.circuit = CircuitState::Open;
-            s.opened_at = Some(Instant::now());
         }
-        if unauthenticated {
-            s.status = HealthStatus::Unauthenticated;
-        } else if s.failures >= settings.unhealthy_threshold || s.circuit == CircuitState::Open {
-            s.status = HealthStatus::Unhealthy;
-        }
+        s.recompute(&settings);
         let after = s.status;
         drop(s);
         self.announce(before, after);
@@ -312,49 +374,95 @@ mod tests {
         (BackendHealth::new("b".into(), settings, tx), rx)
     }
 
+    const FAST: Duration = Duration::from_millis(1);
+
     #[test]
     fn statuses_follow_thresholds_and_announce_flips_only() {
         let (h, mut rx) = health(None);
         assert_eq!(h.status(), HealthStatus::Unknown);
-        h.record_success(Duration::from_millis(1));
+        h.record_failure(Source::Check, "x", false);
+        assert_eq!(
+            h.status(),
+            HealthStatus::Unknown,
+            "below the threshold, never seen up"
+        );
+        h.record_success(Source::Check, FAST);
         assert_eq!(h.status(), HealthStatus::Healthy);
         assert!(rx.try_recv().is_ok());
-        h.record_success(Duration::from_millis(1));
+        h.record_success(Source::Check, FAST);
         assert!(rx.try_recv().is_err(), "no event without a change");
-        h.record_success(Duration::from_millis(500));
+        h.record_success(Source::Check, Duration::from_millis(500));
         assert_eq!(h.status(), HealthStatus::Degraded);
-        h.record_failure("x", false);
-        h.record_failure("x", false);
+        for _ in 0..2 {
+            h.record_failure(Source::Check, "x", false);
+        }
         assert_eq!(h.status(), HealthStatus::Degraded, "below the threshold");
-        h.record_failure("boom", false);
+        h.record_failure(Source::Check, "boom", false);
         assert_eq!(h.status(), HealthStatus::Unhealthy);
         assert_eq!(h.snapshot().last_error.as_deref(), Some("boom"));
-        h.record_failure("denied", true);
+        h.record_failure(Source::Check, "denied", true);
         assert_eq!(h.status(), HealthStatus::Unauthenticated);
         assert!(!h.status().advertisable());
     }
 
     #[test]
-    fn circuit_opens_fails_fast_and_half_opens_once() {
-        let (h, _rx) = health(Some((2, Duration::from_millis(0))));
-        assert!(h.admit().is_ok());
-        h.record_failure("x", false);
-        h.record_failure("x", false);
-        assert_eq!(h.snapshot().circuit, CircuitState::Open);
+    fn failing_calls_make_a_backend_unhealthy_even_while_checks_pass() {
+        let (h, _rx) = health(None);
+        h.record_success(Source::Check, FAST);
+        for _ in 0..3 {
+            h.record_failure(Source::Call, "timeout", false);
+            h.record_success(Source::Check, FAST);
+        }
         assert_eq!(h.status(), HealthStatus::Unhealthy);
-        // The open period (0 ms) has passed: one probe goes through, the next waits.
-        assert!(h.admit().is_ok());
-        assert_eq!(h.snapshot().circuit, CircuitState::HalfOpen);
-        assert_eq!(h.admit(), Err(CircuitOpen));
-        h.record_success(Duration::from_millis(1));
-        assert_eq!(h.snapshot().circuit, CircuitState::Closed);
-        assert!(h.admit().is_ok());
+        h.record_success(Source::Call, FAST);
+        assert_eq!(h.status(), HealthStatus::Healthy);
     }
 
     #[test]
-    fn open_circuit_blocks_until_its_period_ends() {
-        let (h, _rx) = health(Some((1, Duration::from_secs(3600))));
-        h.record_failure("x", false);
+    fn circuit_opens_on_calls_fails_fast_and_half_opens_once() {
+        let (h, _rx) = health(Some((2, Duration::ZERO)));
+        assert!(h.admit().is_ok());
+        h.record_failure(Source::Call, "x", false);
+        h.record_failure(Source::Call, "x", false);
+        assert_eq!(h.snapshot().circuit, CircuitState::Open);
+        assert_eq!(h.status(), HealthStatus::Unhealthy);
+        // The open period (0) has passed: one probe goes through, the next waits.
+        assert!(h.admit().is_ok());
+        assert_eq!(h.snapshot().circuit, CircuitState::HalfOpen);
         assert_eq!(h.admit(), Err(CircuitOpen));
+        h.record_failure(Source::Call, "x", false);
+        assert_eq!(
+            h.snapshot().circuit,
+            CircuitState::Open,
+            "a failed probe re-opens"
+        );
+        assert!(h.admit().is_ok());
+        h.record_success(Source::Call, FAST);
+        assert_eq!(h.snapshot().circuit, CircuitState::Closed);
+        assert_eq!(h.status(), HealthStatus::Healthy);
+    }
+
+    #[test]
+    fn an_open_circuit_blocks_until_its_period_ends_then_a_check_closes_it() {
+        let (h, _rx) = health(Some((1, Duration::from_secs(3600))));
+        h.record_failure(Source::Call, "x", false);
+        assert_eq!(h.admit(), Err(CircuitOpen));
+        h.record_success(Source::Check, FAST);
+        assert_eq!(
+            h.snapshot().circuit,
+            CircuitState::Open,
+            "not before the period ends"
+        );
+        let (h, _rx) = health(Some((1, Duration::ZERO)));
+        h.record_failure(Source::Call, "x", false);
+        h.record_failure(Source::Check, "x", false);
+        assert_eq!(
+            h.snapshot().circuit,
+            CircuitState::Open,
+            "checks do not re-open it"
+        );
+        h.record_success(Source::Check, FAST);
+        assert_eq!(h.snapshot().circuit, CircuitState::Closed);
+        assert!(h.status().advertisable());
     }
 }

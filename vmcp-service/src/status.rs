@@ -152,10 +152,14 @@ pub async fn report(
 ) {
     let mut events = aggregator.registry().events();
     let mut ready = aggregator.ready();
+    // A ticker, not a sleep restarted per event: a chatty backend must not postpone
+    // the periodic report.
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let emit = tokio::select! {
             _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(interval) => true,
+            _ = ticker.tick() => true,
             changed = ready.changed() => changed.is_ok(),
             event = events.recv() => match event {
                 Ok(e) => e.kind == BackendEventKind::HealthChanged,

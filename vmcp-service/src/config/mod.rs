@@ -48,7 +48,7 @@ pub struct BackendConfig {
     /// `streamable-http` (default) or `sse`.
     #[serde(default)]
     pub transport: Option<String>,
-    /// Free-form labels, reported on the status surface.
+    /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
 }

@@ -25,7 +25,7 @@ use vmcp_layers::McpRevision;
 
 use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
-use crate::health::{BackendHealth, HealthSettings};
+use crate::health::{BackendHealth, HealthSettings, Source};
 
 mod subscriptions;
 
@@ -282,17 +282,17 @@ impl BackendClient {
                 self.discard(&conn).await;
             }
         }
-        self.record(&result, started.elapsed());
+        self.record(Source::Check, &result, started.elapsed());
     }
 
-    fn record<T>(&self, result: &Result<T, BackendError>, latency: Duration) {
+    fn record<T>(&self, source: Source, result: &Result<T, BackendError>, latency: Duration) {
         match result {
             Err(e) if e.is_backend_failure() => {
                 let refused = self.auth_refused.load(std::sync::atomic::Ordering::Relaxed);
-                self.health.record_failure(&e.summary(), refused);
+                self.health.record_failure(source, &e.summary(), refused);
             }
             Err(BackendError::CircuitOpen { .. }) => {}
-            _ => self.health.record_success(latency),
+            _ => self.health.record_success(source, latency),
         }
     }
 
@@ -491,7 +491,7 @@ impl BackendClient {
         }
         let started = std::time::Instant::now();
         let result = self.run_unrecorded(timeout, op).await;
-        self.record(&result, started.elapsed());
+        self.record(Source::Call, &result, started.elapsed());
         result
     }
 
