@@ -247,7 +247,10 @@ impl std::fmt::Debug for AuditLayer {
 impl AuditLayer {
     /// Audit into `sink`.
     pub fn new(config: AuditConfig, sink: Arc<dyn AuditSink>) -> Self {
-        let component = config.component.clone().unwrap_or_else(|| "vmcp".to_owned());
+        let component = config
+            .component
+            .clone()
+            .unwrap_or_else(|| "vmcp".to_owned());
         Self {
             auditor: Arc::new(Auditor {
                 config,
@@ -540,7 +543,10 @@ where
             let response = future.await?;
             pending.status = Some(response.status());
             pending.identity = response.extensions().get::<Arc<Identity>>().cloned();
-            pending.parsed = response.extensions().get::<Arc<ParsedMcpRequest>>().cloned();
+            pending.parsed = response
+                .extensions()
+                .get::<Arc<ParsedMcpRequest>>()
+                .cloned();
             pending.backend = response.extensions().get::<BackendTarget>().cloned();
             Ok(response.map(|body| {
                 Body::new(ObservedBody::new(body, capture, move |summary| {
@@ -557,8 +563,12 @@ mod tests {
 
     #[test]
     fn detects_jsonrpc_errors_in_json_and_sse() {
-        assert!(is_jsonrpc_error(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#));
-        assert!(!is_jsonrpc_error(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        assert!(is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#
+        ));
+        assert!(!is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        ));
         assert!(is_jsonrpc_error(
             b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1}}\n\n"
         ));

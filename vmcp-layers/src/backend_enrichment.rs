@@ -60,8 +60,14 @@ pub fn target_of(parsed: &ParsedMcpRequest, view: &Discovered) -> Option<Arc<str
             .as_deref()
             .and_then(|n| view.0.tool(n))
             .map(|t| t.backend),
-        "prompts/get" => parsed.name.as_deref().and_then(|n| view.0.prompt_backend(n)),
-        "resources/read" => parsed.uri.as_deref().and_then(|u| view.0.resource_backend(u)),
+        "prompts/get" => parsed
+            .name
+            .as_deref()
+            .and_then(|n| view.0.prompt_backend(n)),
+        "resources/read" => parsed
+            .uri
+            .as_deref()
+            .and_then(|u| view.0.resource_backend(u)),
         _ => None,
     }
 }

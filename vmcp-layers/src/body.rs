@@ -73,8 +73,7 @@ where
                     *this.bytes += data.len() as u64;
                     let room = this.capture.saturating_sub(this.head.len());
                     if room > 0 {
-                        this.head
-                            .extend_from_slice(&data[..room.min(data.len())]);
+                        this.head.extend_from_slice(&data[..room.min(data.len())]);
                     }
                 }
             }
@@ -126,9 +125,13 @@ mod tests {
     fn a_dropped_body_reports_aborted() {
         let seen = Arc::new(Mutex::new(None));
         let sink = seen.clone();
-        drop(ObservedBody::new(Full::new(Bytes::from_static(b"x")), 0, move |s| {
-            *sink.lock().unwrap() = Some(s);
-        }));
+        drop(ObservedBody::new(
+            Full::new(Bytes::from_static(b"x")),
+            0,
+            move |s| {
+                *sink.lock().unwrap() = Some(s);
+            },
+        ));
         assert!(seen.lock().unwrap().take().expect("reported").aborted);
     }
 }

@@ -308,8 +308,10 @@ pub struct DiscoveryError(pub String);
 /// Produces the capability view of an identity.
 pub trait CapabilityProvider: Send + Sync + 'static {
     /// The view `identity` may see.
-    fn view(&self, identity: &Identity)
-    -> BoxFuture<'static, Result<Arc<dyn CatalogView>, DiscoveryError>>;
+    fn view(
+        &self,
+        identity: &Identity,
+    ) -> BoxFuture<'static, Result<Arc<dyn CatalogView>, DiscoveryError>>;
 }
 
 /// The backend that will serve this request (backend enrichment).

@@ -97,7 +97,11 @@ impl DiscoveryLayer {
         Self::build(provider, DEFAULT_TIMEOUT, None)
     }
 
-    fn build(provider: Arc<dyn CapabilityProvider>, timeout: Duration, ttl: Option<Duration>) -> Self {
+    fn build(
+        provider: Arc<dyn CapabilityProvider>,
+        timeout: Duration,
+        ttl: Option<Duration>,
+    ) -> Self {
         Self {
             shared: Arc::new(Shared {
                 provider,

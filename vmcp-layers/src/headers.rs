@@ -212,8 +212,7 @@ where
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let reject = |status, message: &str| {
-            let response =
-                jsonrpc::error_response(status, None, jsonrpc::INVALID_REQUEST, message);
+            let response = jsonrpc::error_response(status, None, jsonrpc::INVALID_REQUEST, message);
             Box::pin(async move { Ok(response) }) as Self::Future
         };
         if !self.rules.host_allowed(req.headers(), req.uri().host()) {
@@ -272,13 +271,24 @@ mod tests {
 
     #[tokio::test]
     async fn hosts_and_origins() {
-        assert_eq!(status(post().body(Body::empty()).unwrap()).await, StatusCode::OK);
-        let req = Request::post("/mcp").header("host", "[::1]:80").body(Body::empty());
+        assert_eq!(
+            status(post().body(Body::empty()).unwrap()).await,
+            StatusCode::OK
+        );
+        let req = Request::post("/mcp")
+            .header("host", "[::1]:80")
+            .body(Body::empty());
         assert_eq!(status(req.unwrap()).await, StatusCode::OK);
         let req = Request::post("/mcp").header("host", "MCP.example.com:443");
-        assert_eq!(status(req.body(Body::empty()).unwrap()).await, StatusCode::OK);
+        assert_eq!(
+            status(req.body(Body::empty()).unwrap()).await,
+            StatusCode::OK
+        );
         let req = Request::post("/mcp").header("host", "rebind.attacker.net");
-        assert_eq!(status(req.body(Body::empty()).unwrap()).await, StatusCode::FORBIDDEN);
+        assert_eq!(
+            status(req.body(Body::empty()).unwrap()).await,
+            StatusCode::FORBIDDEN
+        );
         for (origin, want) in [
             ("http://localhost:3000", StatusCode::OK),
             ("https://app.example.com", StatusCode::OK),
@@ -292,7 +302,9 @@ mod tests {
 
     #[tokio::test]
     async fn get_needs_event_stream_and_bodies_are_limited() {
-        let req = Request::get("/mcp").header("host", "localhost").body(Body::empty());
+        let req = Request::get("/mcp")
+            .header("host", "localhost")
+            .body(Body::empty());
         assert_eq!(status(req.unwrap()).await, StatusCode::NOT_ACCEPTABLE);
         let req = Request::get("/mcp")
             .header("host", "localhost")

@@ -44,9 +44,9 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
-use tower_http::body::Limited;
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
+use tower_http::body::Limited;
 
 use crate::annotations::AnnotationEnrichmentLayer;
 use crate::audit::{AuditConfig, AuditLayer};
@@ -250,7 +250,8 @@ impl StackBuilder {
             BoxCloneSyncService::new(service)
         }
         let mut inner_names: Vec<&'static str> = Vec::new();
-        let mut svc: InnerService = BoxCloneSyncService::new(inner.map_response(|r| r.map(Body::new)));
+        let mut svc: InnerService =
+            BoxCloneSyncService::new(inner.map_response(|r| r.map(Body::new)));
         if self.authorizer.is_some() {
             svc = boxed(GateLayer::new().layer(svc));
             inner_names.push("gate");
@@ -404,10 +405,11 @@ mod tests {
             ..TelemetryConfig::default()
         };
         let audit = AuditConfig::default();
-        let stack = StackBuilder::from_config(Some(&yaml_auth), Some(&audit), Some(&telemetry), None)
-            .unwrap()
-            .provider(Arc::new(Nothing))
-            .build(echo());
+        let stack =
+            StackBuilder::from_config(Some(&yaml_auth), Some(&audit), Some(&telemetry), None)
+                .unwrap()
+                .provider(Arc::new(Nothing))
+                .build(echo());
         assert_eq!(
             stack.layers(),
             [

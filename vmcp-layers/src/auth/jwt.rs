@@ -217,13 +217,20 @@ impl JwtValidator {
             Some(key) => key,
             None => {
                 self.refresh().await;
-                self.find(header.kid.as_deref(), header.alg).ok_or_else(|| {
-                    if self.keys.read().unwrap_or_else(|e| e.into_inner()).fetched_at.is_none() {
-                        JwtError::KeysUnavailable
-                    } else {
-                        JwtError::UnknownKey
-                    }
-                })?
+                self.find(header.kid.as_deref(), header.alg)
+                    .ok_or_else(|| {
+                        if self
+                            .keys
+                            .read()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .fetched_at
+                            .is_none()
+                        {
+                            JwtError::KeysUnavailable
+                        } else {
+                            JwtError::UnknownKey
+                        }
+                    })?
             }
         };
         if !key.algorithms.contains(&header.alg) {
@@ -353,7 +360,10 @@ impl JwtValidator {
                         None => fresh.without_kid.push(key),
                     }
                 }
-                tracing::debug!(keys = fresh.by_kid.len() + fresh.without_kid.len(), "JWKS fetched");
+                tracing::debug!(
+                    keys = fresh.by_kid.len() + fresh.without_kid.len(),
+                    "JWKS fetched"
+                );
                 *self.keys.write().unwrap_or_else(|e| e.into_inner()) = fresh;
             }
             Err(e) => tracing::warn!(%uri, "JWKS fetch failed: {e}"),

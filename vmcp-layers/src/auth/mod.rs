@@ -109,7 +109,9 @@ fn is_loopback_url(url: &str) -> bool {
         .ok()
         .and_then(|u| u.host_str().map(|h| h.trim_matches(['[', ']']).to_owned()))
         .is_some_and(|h| {
-            h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+            h == "localhost"
+                || h.parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
         })
 }
 
@@ -312,7 +314,8 @@ fn header_mismatch(headers: &HeaderMap, parsed: &ParsedMcpRequest) -> Option<&'s
     {
         return Some("Mcp-Name header does not match the request body");
     }
-    if let (Some(header), Some(meta)) = (get("mcp-protocol-version"), parsed.meta_protocol_version())
+    if let (Some(header), Some(meta)) =
+        (get("mcp-protocol-version"), parsed.meta_protocol_version())
         && header != meta
     {
         return Some("MCP-Protocol-Version header does not match _meta protocolVersion");
@@ -391,7 +394,12 @@ where
             };
             let mut parsed = None;
             if parts.method == Method::POST {
-                let header = |name| parts.headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+                let header = |name| {
+                    parts
+                        .headers
+                        .get(name)
+                        .and_then(|v: &HeaderValue| v.to_str().ok())
+                };
                 match ParsedMcpRequest::parse(
                     &bytes,
                     header("mcp-protocol-version"),
@@ -493,7 +501,10 @@ mod tests {
     #[test]
     fn bearer_needs_the_scheme() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
         assert_eq!(bearer(&headers), Some("abc"));
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
         assert_eq!(bearer(&headers), None);

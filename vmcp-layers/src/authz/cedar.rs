@@ -202,7 +202,10 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
             Ok(parsed) => parsed,
             Err(e) => {
                 let detail: Vec<String> = e.iter().map(|e| e.to_string()).collect();
-                errors.push(format!("{field}: invalid Cedar policy: {}", detail.join("; ")));
+                errors.push(format!(
+                    "{field}: invalid Cedar policy: {}",
+                    detail.join("; ")
+                ));
                 continue;
             }
         };
@@ -338,7 +341,10 @@ impl CedarAuthorizer {
             RestrictedExpression::new_string(identity.subject.clone()),
         );
         if let Some(iss) = &identity.issuer {
-            attrs.insert("iss".to_owned(), RestrictedExpression::new_string(iss.clone()));
+            attrs.insert(
+                "iss".to_owned(),
+                RestrictedExpression::new_string(iss.clone()),
+            );
         }
         if let Some(claims) = record(&identity.claims, 0) {
             attrs.insert("claims".to_owned(), claims);
@@ -355,7 +361,10 @@ impl CedarAuthorizer {
     fn principal(&self, identity: &Arc<Identity>) -> Result<Arc<CachedPrincipal>, AuthzError> {
         let key = Arc::as_ptr(identity) as usize;
         if let Some(hit) = self.principals.get(&key)
-            && hit.identity.upgrade().is_some_and(|i| Arc::ptr_eq(&i, identity))
+            && hit
+                .identity
+                .upgrade()
+                .is_some_and(|i| Arc::ptr_eq(&i, identity))
         {
             return Ok(hit.clone());
         }
@@ -386,7 +395,10 @@ impl CedarAuthorizer {
         };
         let resource = uid(kind, name);
         let mut attrs = HashMap::new();
-        attrs.insert("name".to_owned(), RestrictedExpression::new_string(name.to_owned()));
+        attrs.insert(
+            "name".to_owned(),
+            RestrictedExpression::new_string(name.to_owned()),
+        );
         if let Target::Tool { annotations, .. } = target {
             for (hint, value) in annotations.hints() {
                 attrs.insert(hint.to_owned(), RestrictedExpression::new_bool(value));
@@ -437,11 +449,7 @@ impl CedarAuthorizer {
         )
         .map_err(|e| AuthzError(format!("request: {e}")))?;
         let entities = Entities::from_entities(
-            principal
-                .entities
-                .iter()
-                .chain(resource.1.iter())
-                .cloned(),
+            principal.entities.iter().chain(resource.1.iter()).cloned(),
             None,
         )
         .map_err(|e| AuthzError(format!("entities: {e}")))?;
@@ -487,8 +495,10 @@ impl CedarAuthorizer {
         ])
         .map_err(|e| AuthzError(format!("context: {e}")))?;
         let resource = self.resource(&target)?;
-        let allowed =
-            self.evaluate(&cached.principal, action, &resource, context)?.decision() == Decision::Allow;
+        let allowed = self
+            .evaluate(&cached.principal, action, &resource, context)?
+            .decision()
+            == Decision::Allow;
         if let Some(key) = key {
             if cached.decisions.len() >= DECISION_CACHE {
                 cached.decisions.clear();
@@ -500,7 +510,11 @@ impl CedarAuthorizer {
 
     /// Is a whole list hidden from `identity`? Only an explicit `forbid` on the list
     /// action hides it; no `permit` is needed to list.
-    pub fn list_hidden(&self, identity: &Arc<Identity>, kind: ListKind) -> Result<bool, AuthzError> {
+    pub fn list_hidden(
+        &self,
+        identity: &Arc<Identity>,
+        kind: ListKind,
+    ) -> Result<bool, AuthzError> {
         let cached = self.principal(identity)?;
         let (action, feature) = match kind {
             ListKind::Tools => (&self.actions.list_tools, "tool"),
@@ -509,7 +523,8 @@ impl CedarAuthorizer {
         };
         let resource = (uid("FeatureType", feature), Vec::new());
         let response = self.evaluate(&cached.principal, action, &resource, Context::empty())?;
-        Ok(response.decision() == Decision::Deny && response.diagnostics().reason().next().is_some())
+        Ok(response.decision() == Decision::Deny
+            && response.diagnostics().reason().next().is_some())
     }
 }
 
@@ -522,10 +537,15 @@ pub fn sources(prefix: &str, inline: &[String], files: &[PathBuf]) -> Vec<Policy
             field: format!("{prefix}.policies[{i}]"),
             text: text.clone(),
         })
-        .chain(files.iter().enumerate().map(|(i, path)| PolicySource::File {
-            field: format!("{prefix}.policyFiles[{i}]"),
-            path: Path::new(path).to_path_buf(),
-        }))
+        .chain(
+            files
+                .iter()
+                .enumerate()
+                .map(|(i, path)| PolicySource::File {
+                    field: format!("{prefix}.policyFiles[{i}]"),
+                    path: Path::new(path).to_path_buf(),
+                }),
+        )
         .collect()
 }
 
@@ -579,13 +599,28 @@ mod tests {
             read_only: Some(true),
             ..ToolAnnotations::default()
         };
-        let args = json!({"repo": "acme/x", "ratio": 0.5, "gone": null}).as_object().cloned().unwrap();
+        let args = json!({"repo": "acme/x", "ratio": 0.5, "gone": null})
+            .as_object()
+            .cloned()
+            .unwrap();
         let secret = json!({"repo": "secret/x"}).as_object().cloned().unwrap();
-        assert!(a.decide(&alice(&["eng"]), tool("gh_x", &none), Some(&args)).unwrap());
-        assert!(!a.decide(&alice(&[]), tool("gh_x", &none), Some(&args)).unwrap());
+        assert!(
+            a.decide(&alice(&["eng"]), tool("gh_x", &none), Some(&args))
+                .unwrap()
+        );
+        assert!(
+            !a.decide(&alice(&[]), tool("gh_x", &none), Some(&args))
+                .unwrap()
+        );
         assert!(a.decide(&alice(&[]), tool("gh_x", &ro), None).unwrap());
-        assert!(!a.decide(&alice(&["eng"]), tool("gh_x", &none), Some(&secret)).unwrap());
-        let prompt = Target::Prompt { name: "p", backend: Some("gh") };
+        assert!(
+            !a.decide(&alice(&["eng"]), tool("gh_x", &none), Some(&secret))
+                .unwrap()
+        );
+        let prompt = Target::Prompt {
+            name: "p",
+            backend: Some("gh"),
+        };
         assert!(a.decide(&alice(&[]), prompt, None).unwrap());
     }
 
@@ -600,12 +635,24 @@ mod tests {
     fn bad_policies_name_their_location() {
         let sources = super::sources(
             "incomingAuth.authz",
-            &["permit(principal, action, resource);".into(), "permit(principal,".into()],
+            &[
+                "permit(principal, action, resource);".into(),
+                "permit(principal,".into(),
+            ],
             &[PathBuf::from("/nonexistent/x.cedar")],
         );
         let errors = load_policies(&sources).unwrap_err();
         assert_eq!(errors.len(), 2, "{errors:?}");
-        assert!(errors[0].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"), "{}", errors[0]);
-        assert!(errors[1].starts_with("incomingAuth.authz.policyFiles[0]: cannot read /nonexistent/x.cedar"), "{}", errors[1]);
+        assert!(
+            errors[0].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1]
+                .starts_with("incomingAuth.authz.policyFiles[0]: cannot read /nonexistent/x.cedar"),
+            "{}",
+            errors[1]
+        );
     }
 }

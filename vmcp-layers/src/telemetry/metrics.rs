@@ -97,7 +97,11 @@ impl Metrics {
                 backend_errors: Family::default(),
                 registry: Mutex::new(Registry::default()),
             };
-            registry.register("vmcp_requests", "MCP requests served", prom.requests.clone());
+            registry.register(
+                "vmcp_requests",
+                "MCP requests served",
+                prom.requests.clone(),
+            );
             registry.register(
                 "vmcp_request_duration_seconds",
                 "MCP request duration",
@@ -205,12 +209,23 @@ mod tests {
         metrics.request("tools/call", Duration::from_millis(3), true);
         metrics.backend("gh", "tools/call", Duration::from_millis(2), false);
         let text = metrics.prometheus_text().unwrap();
-        assert!(text.contains("vmcp_requests_total{mcp_method=\"tools/call\"} 2"), "{text}");
-        assert!(text.contains("vmcp_request_errors_total{mcp_method=\"tools/call\"} 1"), "{text}");
         assert!(
-            text.contains("vmcp_backend_requests_total{backend=\"gh\",mcp_method=\"tools/call\"} 1"),
+            text.contains("vmcp_requests_total{mcp_method=\"tools/call\"} 2"),
             "{text}"
         );
-        assert!(text.contains("vmcp_request_duration_seconds_count{mcp_method=\"tools/call\"} 2"), "{text}");
+        assert!(
+            text.contains("vmcp_request_errors_total{mcp_method=\"tools/call\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "vmcp_backend_requests_total{backend=\"gh\",mcp_method=\"tools/call\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("vmcp_request_duration_seconds_count{mcp_method=\"tools/call\"} 2"),
+            "{text}"
+        );
     }
 }

@@ -64,7 +64,9 @@ use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
 use crate::body::ObservedBody;
-use crate::context::{BackendCallScope, BackendCalls, BackendObserver, BackendTarget, ParsedMcpRequest};
+use crate::context::{
+    BackendCallScope, BackendCalls, BackendObserver, BackendTarget, ParsedMcpRequest,
+};
 pub use metrics::Metrics;
 
 /// A sampling rate written as a number or a string (`"0.1"`, as the reference does).
@@ -432,7 +434,9 @@ impl BackendObserver for RequestObserver {
 
 impl BackendCallScope for BackendScope {
     fn traceparent(&self) -> Option<String> {
-        self.span.as_ref().and_then(|s| traceparent(s.span_context()))
+        self.span
+            .as_ref()
+            .and_then(|s| traceparent(s.span_context()))
     }
 
     fn end(mut self: Box<Self>, error: Option<&str>) {
@@ -562,7 +566,10 @@ mod tests {
             signal_url("http://127.0.0.1:4318", "traces"),
             "http://127.0.0.1:4318/v1/traces"
         );
-        assert_eq!(signal_url("otel:4318/", "metrics"), "http://otel:4318/v1/metrics");
+        assert_eq!(
+            signal_url("otel:4318/", "metrics"),
+            "http://otel:4318/v1/metrics"
+        );
         assert_eq!(
             signal_url("http://c/custom/path", "traces"),
             "http://c/custom/path"
