@@ -22,6 +22,7 @@ pub mod names;
 pub mod pagination;
 pub mod router;
 pub mod service;
+pub mod view;
 
 pub use config::VmcpConfig;
 pub use service::{StartError, Vmcp, VmcpService};
