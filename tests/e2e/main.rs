@@ -3,7 +3,11 @@
 //! One test binary (each binary links the whole stack); one module per behaviour.
 
 mod aggregation;
+mod audit;
+mod auth;
+mod authz;
 mod conflicts;
 mod failures;
 mod filtering;
 mod pagination;
+mod pipeline;

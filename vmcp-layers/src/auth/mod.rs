@@ -99,6 +99,10 @@ pub struct OidcConfig {
     /// Clock skew tolerated on `exp`/`nbf` (default 30s).
     #[serde(default, with = "humantime_serde")]
     pub leeway: Option<Duration>,
+    /// The least time between two JWKS fetches triggered by unknown key ids
+    /// (default 10s).
+    #[serde(default, with = "humantime_serde")]
+    pub jwks_refresh_min_interval: Option<Duration>,
     /// Allow `http://` issuer and JWKS URLs that are not loopback.
     #[serde(default)]
     pub insecure_allow_http: bool,
@@ -166,6 +170,9 @@ impl OidcConfig {
         settings.jwks_url = self.jwks_url.clone();
         if let Some(leeway) = self.leeway {
             settings.leeway = leeway;
+        }
+        if let Some(interval) = self.jwks_refresh_min_interval {
+            settings.refresh_min_interval = interval;
         }
         if let Some(claim) = group_claim {
             settings.group_claim = claim.to_owned();
