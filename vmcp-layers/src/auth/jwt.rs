@@ -117,6 +117,8 @@ pub struct JwtValidator {
     fetch: tokio::sync::Mutex<FetchState>,
     identities: DashMap<String, Cached>,
     fetches: std::sync::atomic::AtomicU64,
+    /// Keys given at construction: never fetched.
+    fixed: bool,
 }
 
 impl std::fmt::Debug for JwtValidator {
@@ -163,6 +165,30 @@ fn algorithms_of(jwk: &jsonwebtoken::jwk::Jwk) -> Vec<Algorithm> {
     }
 }
 
+fn key_set(set: &JwkSet) -> KeySet {
+    let mut fresh = KeySet {
+        fetched_at: Some(Instant::now()),
+        ..KeySet::default()
+    };
+    for jwk in &set.keys {
+        let algorithms = algorithms_of(jwk);
+        let Ok(key) = DecodingKey::from_jwk(jwk) else {
+            continue;
+        };
+        if algorithms.is_empty() {
+            continue;
+        }
+        let key = Key { key, algorithms };
+        match &jwk.common.key_id {
+            Some(kid) => {
+                fresh.by_kid.insert(kid.clone(), key);
+            }
+            None => fresh.without_kid.push(key),
+        }
+    }
+    fresh
+}
+
 impl JwtValidator {
     /// A validator; keys are fetched on first use.
     pub fn new(settings: JwtSettings, http: reqwest::Client) -> Self {
@@ -171,12 +197,22 @@ impl JwtValidator {
                 last_attempt: None,
                 jwks_uri: settings.jwks_url.clone(),
             }),
+            fixed: false,
             settings,
             http,
             keys: RwLock::new(KeySet::default()),
             identities: DashMap::new(),
             fetches: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// A validator with a fixed key set that is never fetched (keys distributed
+    /// out of band, tests, benchmarks).
+    pub fn with_keys(settings: JwtSettings, keys: &JwkSet) -> Self {
+        let mut validator = Self::new(settings, reqwest::Client::new());
+        validator.keys = RwLock::new(key_set(keys));
+        validator.fixed = true;
+        validator
     }
 
     /// The settings.
@@ -209,7 +245,8 @@ impl JwtValidator {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .fetched_at
-            .is_none_or(|t| t.elapsed() > self.settings.jwks_ttl);
+            .is_none_or(|t| t.elapsed() > self.settings.jwks_ttl)
+            && !self.fixed;
         if stale {
             self.refresh().await;
         }
@@ -316,9 +353,10 @@ impl JwtValidator {
     /// `refresh_min_interval` ago. Concurrent callers share one fetch.
     async fn refresh(&self) {
         let mut state = self.fetch.lock().await;
-        if state
-            .last_attempt
-            .is_some_and(|t| t.elapsed() < self.settings.refresh_min_interval)
+        if self.fixed
+            || state
+                .last_attempt
+                .is_some_and(|t| t.elapsed() < self.settings.refresh_min_interval)
         {
             return;
         }
