@@ -161,7 +161,7 @@ impl Rules {
             .or(uri_host);
         let Some(host) = host else { return false };
         let host = host_name(host);
-        is_loopback(&host) || self.hosts.iter().any(|h| *h == host)
+        is_loopback(&host) || self.hosts.contains(&host)
     }
 
     fn origin_allowed(&self, headers: &HeaderMap) -> bool {
@@ -172,7 +172,7 @@ impl Rules {
             return false;
         };
         let origin = origin.to_ascii_lowercase();
-        if self.origins.iter().any(|o| *o == origin) {
+        if self.origins.contains(&origin) {
             return true;
         }
         match origin.split_once("://") {
