@@ -165,3 +165,77 @@ async fn annotation_based_policy() {
         "not read-only",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwt_and_gate_alone_in_front_of_a_plain_rmcp_server() {
+    use rmcp::transport::StreamableHttpService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use std::sync::Arc;
+    use tower::ServiceBuilder;
+    use vmcp_examples::demo::DemoBackend;
+    use vmcp_layers::auth::{AuthLayer, JwtValidator, OidcConfig};
+    use vmcp_layers::authz::AuthorizationLayer;
+    use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
+    use vmcp_layers::gate::GateLayer;
+
+    // Not the aggregator: an ordinary rmcp server, as in examples/src/bin/gate_jwt.rs.
+    let key = SigningKey::generate("k");
+    let idp = Idp::start(&[&key]).await;
+    let backend = DemoBackend::new(DemoSpec::new("plain", &["echo", "add"]));
+    let server: StreamableHttpService<DemoBackend, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(backend.clone()),
+            Default::default(),
+            Default::default(),
+        );
+    let oidc = OidcConfig {
+        issuer: idp.issuer.clone(),
+        audience: "vmcp".into(),
+        ..OidcConfig::default()
+    };
+    let validator = Arc::new(JwtValidator::new(
+        oidc.settings(None),
+        reqwest::Client::new(),
+    ));
+    let policies = vec![
+        r#"permit(principal in THVGroup::"admins", action == Action::"call_tool", resource);"#
+            .to_owned(),
+        r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_owned(),
+    ];
+    let cedar =
+        CedarAuthorizer::from_sources(&sources("p", &policies, &[]), CedarSettings::default())
+            .unwrap();
+    let gated = ServiceBuilder::new()
+        .layer(AuthLayer::jwt(validator, None))
+        .layer(AuthorizationLayer::new(Arc::new(cedar)))
+        .layer(GateLayer::new())
+        .service(server);
+    let (addr, stop) =
+        vmcp_tests::stacked::serve(axum::Router::new().route_service("/mcp", gated)).await;
+    let url = format!("http://{addr}/mcp");
+
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let admin = key.sign(&idp.claims("root", json!({"groups": ["admins"]})));
+    assert_eq!(
+        modern_as(&url, None, "tools/list", json!({})).await.status,
+        401
+    );
+    let echo = modern_call(&url, &alice, "echo", json!({"text": "hi"})).await;
+    assert_eq!(echo.body["result"]["content"][0]["text"], "plain: hi");
+    assert_denied(
+        &modern_call(&url, &alice, "add", json!({"a": 1, "b": 2})).await,
+        "plain add",
+    );
+    let mut session = LegacySession::open(&url, Some(&alice)).await;
+    let mut reply = session
+        .request(
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 1, "b": 2}}),
+        )
+        .await;
+    reply.body["id"] = json!(7);
+    assert_denied(&reply, "plain add, Legacy");
+    let add = modern_call(&url, &admin, "add", json!({"a": 1, "b": 2})).await;
+    assert_eq!(add.body["result"]["content"][0]["text"], "3");
+    stop.cancel();
+}
