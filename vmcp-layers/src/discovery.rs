@@ -52,7 +52,9 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::body::Body;
 use dashmap::DashMap;
@@ -230,5 +232,106 @@ where
             }
             Ok(inner.call(req).await?.map(Body::new))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::ToolInfo;
+    use std::convert::Infallible;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::ServiceExt;
+
+    struct Empty;
+    impl CatalogView for Empty {
+        fn tool(&self, _: &str) -> Option<ToolInfo> {
+            None
+        }
+        fn prompt_backend(&self, _: &str) -> Option<Arc<str>> {
+            None
+        }
+        fn resource_backend(&self, _: &str) -> Option<Arc<str>> {
+            None
+        }
+    }
+
+    enum Mode {
+        Ok,
+        Fail,
+        Hang,
+    }
+
+    struct Provider {
+        mode: Mode,
+        calls: AtomicUsize,
+    }
+
+    impl CapabilityProvider for Provider {
+        fn view(
+            &self,
+            _: &Identity,
+        ) -> BoxFuture<'static, Result<Arc<dyn CatalogView>, crate::context::DiscoveryError>>
+        {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            match self.mode {
+                Mode::Ok => Box::pin(async { Ok(Arc::new(Empty) as Arc<dyn CatalogView>) }),
+                Mode::Fail => {
+                    Box::pin(async { Err(crate::context::DiscoveryError("backend down".into())) })
+                }
+                Mode::Hang => Box::pin(futures::future::pending()),
+            }
+        }
+    }
+
+    fn provider(mode: Mode) -> Arc<Provider> {
+        Arc::new(Provider {
+            mode,
+            calls: AtomicUsize::new(0),
+        })
+    }
+
+    async fn status(layer: &DiscoveryLayer, subject: &str) -> StatusCode {
+        let service = layer.layer(tower::service_fn(|req: Request<()>| async move {
+            assert!(req.extensions().get::<Discovered>().is_some());
+            Ok::<_, Infallible>(Response::new(Body::empty()))
+        }));
+        let mut request = Request::new(());
+        request.extensions_mut().insert(Arc::new(ParsedMcpRequest {
+            id: Some(1.into()),
+            method: "tools/list".into(),
+            ..ParsedMcpRequest::default()
+        }));
+        request.extensions_mut().insert(Arc::new(Identity {
+            subject: subject.into(),
+            ..Identity::default()
+        }));
+        service.oneshot(request).await.unwrap().status()
+    }
+
+    #[tokio::test]
+    async fn failure_is_503() {
+        let layer = DiscoveryLayer::new(provider(Mode::Fail));
+        assert_eq!(status(&layer, "a").await, StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeout_is_504() {
+        let layer = DiscoveryLayer::new(provider(Mode::Hang)).timeout(Duration::from_secs(15));
+        assert_eq!(status(&layer, "a").await, StatusCode::GATEWAY_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn views_are_cached_per_identity_for_the_ttl() {
+        let p = provider(Mode::Ok);
+        let layer = DiscoveryLayer::new(p.clone()).cache_ttl(Duration::from_secs(5));
+        assert_eq!(status(&layer, "alice").await, StatusCode::OK);
+        assert_eq!(status(&layer, "alice").await, StatusCode::OK);
+        assert_eq!(p.calls.load(Ordering::SeqCst), 1);
+        assert_eq!(status(&layer, "bob").await, StatusCode::OK);
+        assert_eq!(p.calls.load(Ordering::SeqCst), 2);
+        tokio::time::advance(Duration::from_secs(6)).await;
+        assert_eq!(status(&layer, "alice").await, StatusCode::OK);
+        assert_eq!(p.calls.load(Ordering::SeqCst), 3);
     }
 }
