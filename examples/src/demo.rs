@@ -4,7 +4,8 @@
 //! A [`DemoBackend`] serves whatever its [`DemoSpec`] lists on both MCP revisions
 //! (rmcp's streamable HTTP server). Tools behave predictably so callers can tell
 //! which backend answered: `echo {text}` returns `"<backend>: <text>"`, `add {a,b}`
-//! the sum, `upper {text}` the upper-cased text, `whoami` the backend name, `fail`
+//! the sum, `upper {text}` the upper-cased text, `whoami` the backend name, `traceparent` the W3C
+//! `traceparent` it received in `_meta` (or `none`), `fail`
 //! an error result, and any other tool `"<backend>/<tool>"`.
 
 use std::net::SocketAddr;
@@ -346,7 +347,7 @@ impl ServerHandler for DemoBackend {
     async fn call_tool(
         &self,
         params: CallToolRequestParams,
-        _: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let spec = self.spec();
         if !spec.tools.iter().any(|t| *t == params.name) {
@@ -360,6 +361,7 @@ impl ServerHandler for DemoBackend {
             "echo" => format!("{}: {}", spec.name, text_arg(args, "text")),
             "upper" => text_arg(args, "text").to_uppercase(),
             "whoami" => spec.name.clone(),
+            "traceparent" => ctx.meta.0.get_traceparent().unwrap_or("none").to_owned(),
             "add" => {
                 let n = |k: &str| args.as_ref().and_then(|a| a.get(k)).and_then(Value::as_i64);
                 match (n("a"), n("b")) {

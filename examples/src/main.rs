@@ -145,12 +145,26 @@ async fn serve(
             .into_iter()
             .map(str::to_owned)
             .collect();
-        hosts.extend(allowed_hosts);
+        hosts.extend(allowed_hosts.iter().cloned());
         http = http.with_allowed_hosts(hosts);
     }
-    let app = axum::Router::new()
-        .nest_service("/mcp", gateway.service_with(http))
-        .merge(gateway.status_router());
+    // With incomingAuth, audit or telemetry configured, serve the full layer stack
+    // (recovery, header checks, audit, auth, discovery, authorization, telemetry,
+    // gate); otherwise the bare service. The status routes sit beside it either way.
+    let mut telemetry = None;
+    let app = if gateway.aggregator().config().has_layers() {
+        let mut headers = vmcp_layers::headers::HeaderValidationLayer::new();
+        for host in &allowed_hosts {
+            headers = headers.allow_host(host.clone());
+        }
+        let stack = gateway.stack(http, headers)?;
+        tracing::info!(layers = ?stack.layers(), "request pipeline");
+        telemetry = stack.telemetry().cloned();
+        stack.router()
+    } else {
+        axum::Router::new().nest_service("/mcp", gateway.service_with(http))
+    }
+    .merge(gateway.status_router());
     if let Some(path) = config_path {
         tokio::spawn(reload_on_sighup(gateway.clone(), path));
     }
@@ -171,6 +185,10 @@ async fn serve(
             stopping.shutdown().await;
         })
         .await?;
+    if let Some(telemetry) = telemetry {
+        // Export what is still buffered; the exporters block, so off the runtime.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+    }
     tracing::info!("vmcp stopped");
     Ok(())
 }

@@ -3,8 +3,12 @@
 //! One test binary (each binary links the whole stack); one module per behaviour.
 
 mod aggregation;
+mod audit;
+mod auth;
+mod authz;
 mod conflicts;
 mod failures;
 mod filtering;
 mod live;
 mod pagination;
+mod pipeline;

@@ -6,6 +6,9 @@
 //! the folder `scripts/install-peers.sh` fills (`$VMCP_PEERS_DIR`, default
 //! `<repo>/.peers`). Every child is killed when its handle drops.
 
+pub mod idp;
+pub mod stacked;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -3,7 +3,24 @@
 //! Layers put these into `http::Request` extensions; the service reads them back from
 //! the request's `http::request::Parts`, which rmcp hands to its handler. Nothing here
 //! depends on the service, so a layer can be used in front of any MCP server.
+//!
+//! | Extension | Inserted by | Read by |
+//! |---|---|---|
+//! | `Arc<Identity>` | [`auth`](crate::auth) | discovery, authorization, audit, the service |
+//! | `Arc<ParsedMcpRequest>` | [`auth`](crate::auth) (its parsing step) | every later layer |
+//! | [`Discovered`] | [`discovery`](crate::discovery) | annotation and backend enrichment, authorization |
+//! | [`ToolAnnotations`] | [`annotations`](crate::annotations) | authorization |
+//! | [`AdmissionDecision`], [`AdmissionHandle`] | [`authz`](crate::authz) | [`gate`](crate::gate), the service's list filtering |
+//! | [`BackendTarget`] | [`backend_enrichment`](crate::backend_enrichment) | telemetry, audit |
+//! | [`BackendCalls`] | [`telemetry`](crate::telemetry) | the service, around each backend call |
+//!
+//! What a layer learnt also travels back out in the *response* extensions
+//! (`Arc<Identity>`, `Arc<ParsedMcpRequest>`, [`BackendTarget`]), which is how the
+//! audit layer, sitting outside them, records who did what.
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 /// The caller on whose behalf a request runs.
@@ -86,6 +103,9 @@ pub struct ParsedMcpRequest {
     pub arguments: Option<Map<String, Value>>,
     /// `params._meta`, when an object.
     pub meta: Option<Map<String, Value>>,
+    /// The client's name and version: `params.clientInfo` of `initialize`, or the
+    /// `io.modelcontextprotocol/clientInfo` `_meta` key of a Modern request.
+    pub client: Option<ClientInfo>,
     /// The revision the request speaks: Modern when it carries the
     /// `io.modelcontextprotocol/protocolVersion` `_meta` key or a Modern
     /// `MCP-Protocol-Version` header without a session; Legacy otherwise.
@@ -107,6 +127,28 @@ pub enum ParseError {
 }
 
 const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
+
+/// A client's self-description (`clientInfo`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientInfo {
+    /// `name`.
+    pub name: String,
+    /// `version`.
+    pub version: String,
+}
+
+impl ClientInfo {
+    fn from_value(value: &Value) -> Option<Self> {
+        let name = value.get("name")?.as_str()?.to_owned();
+        let version = value
+            .get("version")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Some(Self { name, version })
+    }
+}
 
 impl ParsedMcpRequest {
     /// Decode a JSON-RPC body. `protocol_header` is the `MCP-Protocol-Version`
@@ -138,6 +180,7 @@ impl ParsedMcpRequest {
             _ => None,
         };
         let name = take_string(&mut params, "name");
+        let client_info = params.get("clientInfo").and_then(ClientInfo::from_value);
         let uri = take_string(&mut params, "uri");
         let arguments = match params.remove("arguments") {
             Some(Value::Object(arguments)) => Some(arguments),
@@ -151,6 +194,11 @@ impl ParsedMcpRequest {
             .as_ref()
             .and_then(|m| m.get(PROTOCOL_VERSION_META))
             .and_then(Value::as_str);
+        let client = client_info.or_else(|| {
+            meta.as_ref()
+                .and_then(|m| m.get(CLIENT_INFO_META))
+                .and_then(ClientInfo::from_value)
+        });
         let revision = if method == "initialize" || has_session {
             McpRevision::Legacy
         } else if let Some(version) = meta_version.or(protocol_header) {
@@ -165,13 +213,211 @@ impl ParsedMcpRequest {
             uri,
             arguments,
             meta,
+            client,
             revision: Some(revision),
         })
+    }
+
+    /// The `_meta` protocol version of a Modern request.
+    pub fn meta_protocol_version(&self) -> Option<&str> {
+        self.meta
+            .as_ref()
+            .and_then(|m| m.get(PROTOCOL_VERSION_META))
+            .and_then(Value::as_str)
+    }
+
+    /// The name a request targets: the tool or prompt name, or the resource URI.
+    pub fn target(&self) -> Option<&str> {
+        self.name.as_deref().or(self.uri.as_deref())
     }
 
     /// True for a request (it has an id and a method).
     pub fn is_request(&self) -> bool {
         self.id.is_some() && !self.method.is_empty()
+    }
+}
+
+/// The hints a tool declares about itself (MCP `ToolAnnotations`).
+///
+/// Backends make these claims; they are not verified. Use them in policy together
+/// with data the operator controls.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolAnnotations {
+    /// `readOnlyHint`.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`.
+    pub destructive: Option<bool>,
+    /// `idempotentHint`.
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world: Option<bool>,
+}
+
+impl ToolAnnotations {
+    /// The hints that are set, under their MCP names.
+    pub fn hints(&self) -> impl Iterator<Item = (&'static str, bool)> {
+        [
+            ("readOnlyHint", self.read_only),
+            ("destructiveHint", self.destructive),
+            ("idempotentHint", self.idempotent),
+            ("openWorldHint", self.open_world),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
+    }
+}
+
+/// A tool as the caller's capability view knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolInfo {
+    /// The backend that serves it.
+    pub backend: Arc<str>,
+    /// Its annotations.
+    pub annotations: ToolAnnotations,
+}
+
+/// The caller's aggregated capabilities: what it can see and who serves it.
+///
+/// The discovery layer obtains one per request from a [`CapabilityProvider`]; the
+/// enrichment layers and authorization read it. `vmcp-service` implements it for its
+/// catalog; implement it to use those layers in front of another server.
+pub trait CatalogView: Send + Sync + 'static {
+    /// An advertised tool by name.
+    fn tool(&self, name: &str) -> Option<ToolInfo>;
+    /// The backend serving an advertised prompt.
+    fn prompt_backend(&self, name: &str) -> Option<Arc<str>>;
+    /// The backend serving a resource URI (exact resource or template match).
+    fn resource_backend(&self, uri: &str) -> Option<Arc<str>>;
+}
+
+/// The capability view attached to a request by the discovery layer.
+#[derive(Clone)]
+pub struct Discovered(pub Arc<dyn CatalogView>);
+
+impl std::fmt::Debug for Discovered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Discovered(..)")
+    }
+}
+
+/// Why a capability view could not be produced.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("capability discovery failed: {0}")]
+pub struct DiscoveryError(pub String);
+
+/// Produces the capability view of an identity.
+pub trait CapabilityProvider: Send + Sync + 'static {
+    /// The view `identity` may see.
+    fn view(
+        &self,
+        identity: &Identity,
+    ) -> BoxFuture<'static, Result<Arc<dyn CatalogView>, DiscoveryError>>;
+}
+
+/// The backend that will serve this request (backend enrichment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendTarget(pub Arc<str>);
+
+/// What kind of capability use an admission decision is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    /// `tools/call`.
+    Tool,
+    /// `prompts/get`.
+    Prompt,
+    /// `resources/read`.
+    Resource,
+}
+
+impl CallKind {
+    /// The kind of a method that is admission-checked, if it is one.
+    pub fn of_method(method: &str) -> Option<Self> {
+        match method {
+            "tools/call" => Some(Self::Tool),
+            "prompts/get" => Some(Self::Prompt),
+            "resources/read" => Some(Self::Resource),
+            _ => None,
+        }
+    }
+
+    /// The kind-only denial message the gate answers with.
+    pub fn denial_message(self) -> &'static str {
+        match self {
+            Self::Tool => "call denied by authorization policy",
+            Self::Prompt => "prompt denied by authorization policy",
+            Self::Resource => "read denied by authorization policy",
+        }
+    }
+}
+
+/// The one admission decision for a `tools/call`, `prompts/get` or `resources/read`,
+/// computed by the authorization layer and enforced by the gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionDecision {
+    /// What was decided about.
+    pub kind: CallKind,
+    /// Whether the request may proceed.
+    pub allowed: bool,
+}
+
+/// The list kinds an [`Admission`] filters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ListKind {
+    /// `tools/list`.
+    Tools,
+    /// `prompts/list`.
+    Prompts,
+    /// `resources/list` and `resources/templates/list`.
+    Resources,
+}
+
+/// Per-item admission for list filtering, bound to the caller's identity.
+///
+/// The same evaluation as the call side (the call's action, the item as resource,
+/// no arguments), so a listed item is one the caller may use.
+pub trait Admission: Send + Sync {
+    /// Whether a whole list is hidden (an explicit `forbid` on its list action).
+    fn list_hidden(&self, kind: ListKind) -> bool;
+    /// Whether the caller may call this tool.
+    fn tool(&self, name: &str, backend: Option<&str>, annotations: &ToolAnnotations) -> bool;
+    /// Whether the caller may get this prompt.
+    fn prompt(&self, name: &str, backend: Option<&str>) -> bool;
+    /// Whether the caller may read this resource (or template string).
+    fn resource(&self, uri: &str, backend: Option<&str>) -> bool;
+}
+
+/// The admission handle the authorization layer attaches for list filtering.
+#[derive(Clone)]
+pub struct AdmissionHandle(pub Arc<dyn Admission>);
+
+impl std::fmt::Debug for AdmissionHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdmissionHandle(..)")
+    }
+}
+
+/// Observes the backend calls made while serving one request (telemetry: a child
+/// span per call, per-backend metrics, W3C trace context for the backend).
+pub trait BackendObserver: Send + Sync {
+    /// A backend call starts.
+    fn start(&self, backend: &str, method: &str, name: Option<&str>) -> Box<dyn BackendCallScope>;
+}
+
+/// One observed backend call.
+pub trait BackendCallScope: Send {
+    /// The W3C `traceparent` to send to the backend (in `_meta`), if tracing.
+    fn traceparent(&self) -> Option<String>;
+    /// The call ended; `error` describes a failure.
+    fn end(self: Box<Self>, error: Option<&str>);
+}
+
+/// The backend-call observer the telemetry layer attaches.
+#[derive(Clone)]
+pub struct BackendCalls(pub Arc<dyn BackendObserver>);
+
+impl std::fmt::Debug for BackendCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BackendCalls(..)")
     }
 }
 
@@ -186,8 +432,19 @@ mod tests {
         assert_eq!(parsed.method, "tools/call");
         assert_eq!(parsed.id, Some(Value::from(7)));
         assert_eq!(parsed.name.as_deref(), Some("gh_create_issue"));
-        assert_eq!(parsed.arguments.unwrap()["repo"], "a/b");
+        assert_eq!(parsed.arguments.as_ref().unwrap()["repo"], "a/b");
         assert_eq!(parsed.revision, Some(McpRevision::Modern));
+        assert_eq!(parsed.meta_protocol_version(), Some("2026-07-28"));
+    }
+
+    #[test]
+    fn client_info_from_initialize_or_meta() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"c","version":"1"}}}"#;
+        let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
+        assert_eq!(parsed.client.unwrap().name, "c");
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/clientInfo":{"name":"m","version":"2"}}}}"#;
+        let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
+        assert_eq!(parsed.client.unwrap().version, "2");
     }
 
     #[test]

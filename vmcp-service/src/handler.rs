@@ -24,6 +24,7 @@ use crate::backend::meta::strip_reserved;
 use crate::pagination::{ListKind, page};
 use crate::router::{self, Routed};
 use crate::sessions::Sessions;
+use crate::view::ObservedCall;
 
 /// The gateway's MCP server handler. Cloning is an `Arc` clone, so rmcp's
 /// per-request factory stays cheap.
@@ -218,11 +219,11 @@ impl ServerHandler for VmcpHandler {
     async fn list_tools(
         &self,
         params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            catalog.tools(),
+            &crate::view::admitted_tools(&ctx, &catalog),
             |t| t.name.as_ref(),
             ListKind::Tools,
             cursor(&params),
@@ -238,11 +239,11 @@ impl ServerHandler for VmcpHandler {
     async fn list_prompts(
         &self,
         params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            catalog.prompts(),
+            &crate::view::admitted_prompts(&ctx, &catalog),
             |p| p.name.as_str(),
             ListKind::Prompts,
             cursor(&params),
@@ -258,11 +259,11 @@ impl ServerHandler for VmcpHandler {
     async fn list_resources(
         &self,
         params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            catalog.resources(),
+            &crate::view::admitted_resources(&ctx, &catalog),
             |r| r.uri.as_str(),
             ListKind::Resources,
             cursor(&params),
@@ -278,11 +279,11 @@ impl ServerHandler for VmcpHandler {
     async fn list_resource_templates(
         &self,
         params: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            catalog.templates(),
+            &crate::view::admitted_templates(&ctx, &catalog),
             |t| t.uri_template.as_str(),
             ListKind::ResourceTemplates,
             cursor(&params),
@@ -300,12 +301,16 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Routed { backend, params } = router::route_tool(&self.aggregator.catalog(), params)?;
+        let name = params.name.clone();
+        let Routed {
+            backend,
+            mut params,
+        } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
-        let response = client
-            .call_tool(params, self.timeout(&backend))
-            .await
-            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
+        let response = client.call_tool(params, self.timeout(&backend)).await;
+        call.end(&response);
+        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
             CallToolResponse::Complete(mut result) => {
                 if let Some(meta) = result.meta.as_mut() {
@@ -325,12 +330,17 @@ impl ServerHandler for VmcpHandler {
         params: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let Routed { backend, params } = router::route_prompt(&self.aggregator.catalog(), params)?;
+        let name = params.name.clone();
+        let Routed {
+            backend,
+            mut params,
+        } = router::route_prompt(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
-        let response = client
-            .get_prompt(params, self.timeout(&backend))
-            .await
-            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        let call =
+            ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
+        let response = client.get_prompt(params, self.timeout(&backend)).await;
+        call.end(&response);
+        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
             GetPromptResponse::Complete(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
@@ -345,13 +355,22 @@ impl ServerHandler for VmcpHandler {
         params: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let Routed { backend, params } =
-            router::route_resource(&self.aggregator.catalog(), params)?;
+        let Routed {
+            backend,
+            mut params,
+        } = router::route_resource(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
-        let response = client
-            .read_resource(params, self.timeout(&backend))
-            .await
-            .map_err(|e| client_error(e, is_modern(&ctx)))?;
+        let uri = params.uri.clone();
+        let call = ObservedCall::start(
+            &ctx,
+            &backend,
+            "resources/read",
+            Some(&uri),
+            &mut params.meta,
+        );
+        let response = client.read_resource(params, self.timeout(&backend)).await;
+        call.end(&response);
+        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
             ReadResourceResponse::Complete(mut result) => {
                 // The backend's cache hints describe its own view, not the caller's.

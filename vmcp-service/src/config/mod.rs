@@ -33,6 +33,23 @@ pub struct VmcpConfig {
     /// Operational settings (timeouts).
     #[serde(default)]
     pub operational: OperationalConfig,
+    /// How callers authenticate, and what they may do (`authz`).
+    #[serde(default)]
+    pub incoming_auth: Option<vmcp_layers::auth::IncomingAuthConfig>,
+    /// The audit log.
+    #[serde(default)]
+    pub audit: Option<vmcp_layers::audit::AuditConfig>,
+    /// OpenTelemetry and Prometheus.
+    #[serde(default)]
+    pub telemetry: Option<vmcp_layers::telemetry::TelemetryConfig>,
+}
+
+impl VmcpConfig {
+    /// Whether the pipeline layers beyond the defaults are configured (`incomingAuth`,
+    /// `audit` or `telemetry`).
+    pub fn has_layers(&self) -> bool {
+        self.incoming_auth.is_some() || self.audit.is_some() || self.telemetry.is_some()
+    }
 }
 
 /// One inline backend.
@@ -313,7 +330,9 @@ pub struct Loaded {
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
     let mut ignored_keys = Vec::new();
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
-    let mut record = |path: serde_ignored::Path<'_>| ignored_keys.push(path.to_string());
+    // Optional sections show up as `?` segments (`incomingAuth.?.oidc`); drop them.
+    let mut record =
+        |path: serde_ignored::Path<'_>| ignored_keys.push(path.to_string().replace(".?", ""));
     let tracked = serde_ignored::Deserializer::new(deserializer, &mut record);
     let config: VmcpConfig = match serde_path_to_error::deserialize(tracked) {
         Ok(config) => config,

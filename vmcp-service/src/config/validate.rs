@@ -210,6 +210,15 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
             ));
         }
     }
+    if let Some(auth) = &config.incoming_auth {
+        auth.validate(&mut errors);
+    }
+    if let Some(audit) = &config.audit {
+        audit.validate(&mut errors);
+    }
+    if let Some(telemetry) = &config.telemetry {
+        telemetry.validate(&mut errors);
+    }
 
     let fh = &config.operational.failure_handling;
     for (field, value) in [
@@ -320,16 +329,67 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_not_fatal() {
         let loaded = load_str(
-            "name: x\nincomingAuth: {type: anonymous}\nbackends: [{name: a, url: 'http://h/mcp', caBundlePath: /x}]\n",
+            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', caBundlePath: /x}]\nsessionStorage: {provider: redis}\n",
         )
         .unwrap();
         assert_eq!(
             loaded.ignored_keys,
             vec![
-                "incomingAuth".to_string(),
-                "backends.0.caBundlePath".to_string()
+                "backends.0.caBundlePath".to_string(),
+                "sessionStorage".to_string()
             ]
         );
+    }
+
+    #[test]
+    fn layer_sections_name_their_fields() {
+        let errs = errors(
+            "backends: [{name: a, url: 'http://h/mcp'}]\nincomingAuth:\n  type: oidc\n  oidc: {issuer: 'http://idp.example.com'}\n  authz:\n    type: cedar\n    policies: ['permit(principal, action, resource);', 'permit(principal,']\naudit: {eventTypes: [mcp_tool_cal]}\ntelemetry: {samplingRate: '2'}\n",
+        );
+        assert_eq!(errs.len(), 5, "{errs:?}");
+        assert_eq!(
+            errs[0],
+            "incomingAuth.oidc.issuer must use https:// (or set insecureAllowHttp)"
+        );
+        assert_eq!(errs[1], "incomingAuth.oidc.audience is required");
+        assert!(
+            errs[2].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"),
+            "{}",
+            errs[2]
+        );
+        assert!(errs[3].starts_with("audit.eventTypes[0] \"mcp_tool_cal\" is not an event type"));
+        assert_eq!(
+            errs[4],
+            "telemetry.samplingRate must be a number between 0 and 1"
+        );
+    }
+
+    #[test]
+    fn reference_layer_keys_parse() {
+        let loaded = load_str(
+            r#"
+name: eng
+backends: [{name: a, url: 'http://h/mcp'}]
+incomingAuth:
+  type: oidc
+  oidc: {issuer: 'https://idp.example.com/realms/eng', audience: vmcp, clientId: vmcp, jwksUrl: 'https://idp.example.com/jwks'}
+  authz:
+    type: cedar
+    groupClaimName: groups
+    policies: ['permit(principal in THVGroup::"eng", action == Action::"call_tool", resource in MCP::"eng");']
+telemetry: {endpoint: 'otel:4318', serviceName: eng, tracingEnabled: true, samplingRate: "0.1", enablePrometheusMetricsPath: true}
+audit: {component: vmcp-server, eventTypes: [mcp_tool_call], includeRequestData: true, maxDataSize: 1000}
+"#,
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.ignored_keys,
+            vec!["incomingAuth.oidc.clientId".to_string()]
+        );
+        let config = loaded.config;
+        assert_eq!(config.incoming_auth.unwrap().oidc.unwrap().audience, "vmcp");
+        assert_eq!(config.audit.unwrap().max_data_size, Some(1000));
+        assert!(config.telemetry.unwrap().tracing_enabled);
     }
 
     #[test]

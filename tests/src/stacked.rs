@@ -1,0 +1,217 @@
+//! The gateway behind the full layer stack, and raw HTTP clients for both revisions
+//! that send a bearer token and return the exact status, headers and JSON-RPC body.
+
+use std::net::SocketAddr;
+
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+use vmcp_layers::headers::HeaderValidationLayer;
+use vmcp_layers::stack::Stack;
+use vmcp_service::{Vmcp, VmcpConfig};
+
+/// A gateway serving the layered stack on loopback; stopped on drop.
+pub struct StackedGateway {
+    /// The running gateway.
+    pub vmcp: Vmcp,
+    /// The assembled stack (layer order, telemetry handle).
+    pub stack: Stack,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl StackedGateway {
+    /// The MCP endpoint.
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// A URL on the gateway's server.
+    pub fn at(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for StackedGateway {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serve `router` on a free loopback port until `stop` fires.
+pub async fn serve(router: axum::Router) -> (SocketAddr, CancellationToken) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { token.cancelled_owned().await })
+            .await;
+    });
+    (addr, stop)
+}
+
+/// Start the gateway for `config` behind `Vmcp::stack`.
+pub async fn stacked_gateway(config: VmcpConfig) -> StackedGateway {
+    let vmcp = Vmcp::start(config).await.expect("gateway starts");
+    let stack = vmcp
+        .stack(Default::default(), HeaderValidationLayer::new())
+        .expect("stack builds");
+    let (addr, stop) = serve(stack.router()).await;
+    StackedGateway {
+        vmcp,
+        stack,
+        addr,
+        stop,
+    }
+}
+
+/// What one raw request got back.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Response headers.
+    pub headers: HeaderMap,
+    /// The JSON-RPC message (`Value::Null` for an empty body).
+    pub body: Value,
+}
+
+fn parse(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return Value::Null;
+    }
+    crate::parse_jsonrpc_body(text)
+}
+
+/// A raw Modern (2026-07-28) request with an optional bearer token.
+pub async fn modern_as(url: &str, token: Option<&str>, method: &str, mut params: Value) -> Reply {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "vmcp-tests", "version": "1.2"}
+    });
+    if let Some(obj) = params.as_object_mut() {
+        obj.insert("_meta".into(), meta);
+    }
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", method);
+    if let Some(name) = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+    {
+        request = request.header("Mcp-Name", name);
+    }
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .expect("POST to the gateway");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let text = response.text().await.expect("response body");
+    Reply {
+        status,
+        headers,
+        body: parse(&text),
+    }
+}
+
+/// A raw Legacy (2025-11-25) session with an optional bearer token.
+pub struct LegacySession {
+    url: String,
+    token: Option<String>,
+    session: String,
+    next_id: u64,
+}
+
+impl LegacySession {
+    /// `initialize` + `notifications/initialized`.
+    pub async fn open(url: &str, token: Option<&str>) -> Self {
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("Accept", "application/json, text/event-stream")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "vmcp-tests-legacy", "version": "0.9"}}}),
+            );
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("initialize");
+        assert_eq!(response.status(), 200, "initialize");
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .expect("a session id")
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let _ = response.text().await;
+        let mut this = Self {
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
+            session,
+            next_id: 1,
+        };
+        let reply = this
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert_eq!(reply.status, 202, "notifications/initialized");
+        this
+    }
+
+    async fn send(&mut self, body: Value) -> Reply {
+        let mut request = reqwest::Client::new()
+            .post(&self.url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .header("Mcp-Session-Id", &self.session)
+            .json(&body);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("POST to the gateway");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("response body");
+        Reply {
+            status,
+            headers,
+            body: parse(&text),
+        }
+    }
+
+    /// One request in the session (id 1, 2, …).
+    pub async fn request(&mut self, method: &str, params: Value) -> Reply {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
+    }
+}
+
+/// Tool names of a `tools/list` reply, sorted.
+pub fn tool_names(reply: &Reply) -> Vec<String> {
+    let mut names: Vec<String> = reply.body["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {:?}", reply.body))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    names
+}

@@ -1,0 +1,589 @@
+//! Audit: one JSON line per request outcome.
+//!
+//! The [`AuditLayer`] sits outside authentication and the gate, so the 401s of the
+//! one and the 403s of the other are recorded too. It learns who called and what
+//! they asked for from the response extensions the inner layers fill in
+//! (`Arc<Identity>`, `Arc<ParsedMcpRequest>`, [`BackendTarget`]); the record is
+//! written when the response body ends, so streamed responses are measured whole.
+//!
+//! A line:
+//!
+//! ```json
+//! {"audit_id":"…","type":"mcp_tool_call","logged_at":"2026-12-02T12:00:00.123Z",
+//!  "outcome":"success","component":"vmcp",
+//!  "subjects":{"user_id":"alice","client_name":"cli","client_version":"1.0"},
+//!  "target":{"endpoint":"/mcp","method":"tools/call","type":"tool","name":"gh_echo","backend":"gh"},
+//!  "metadata":{"duration_ms":3.2,"transport":"streamable-http","protocol_version":"2026-07-28",
+//!              "status":200,"response_size_bytes":180}}
+//! ```
+//!
+//! `outcome` is `denied` for 401/403, `error` for 5xx and for responses that never
+//! finished, `failure` for other 4xx and for JSON-RPC errors, else `success`.
+//! Request and response payloads are written only when `includeRequestData` /
+//! `includeResponseData` are set, capped at `maxDataSize` bytes, with values under
+//! secret-looking keys (`token`, `password`, `secret`, `authorization`, …) redacted.
+//! Headers are never written, so neither is a bearer token.
+//!
+//! ```
+//! use std::{convert::Infallible, sync::{Arc, Mutex}};
+//! use axum::body::Body;
+//! use http::{Request, Response};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use vmcp_layers::audit::{AuditConfig, AuditLayer, WriterSink};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let lines = Arc::new(Mutex::new(Vec::new()));
+//! let layer = AuditLayer::new(AuditConfig::default(), Arc::new(WriterSink::new(SharedVec(lines.clone()))));
+//! let service = ServiceBuilder::new()
+//!     .layer(layer)
+//!     .service_fn(|_req: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::from("{}"))) });
+//! let response = service.oneshot(Request::post("/mcp").body(Body::empty()).unwrap()).await.unwrap();
+//! http_body_util::BodyExt::collect(response.into_body()).await.unwrap();
+//! let text = String::from_utf8(lines.lock().unwrap().clone()).unwrap();
+//! assert!(text.contains(r#""outcome":"success""#));
+//! # });
+//! # struct SharedVec(Arc<Mutex<Vec<u8>>>);
+//! # impl std::io::Write for SharedVec {
+//! #     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().extend_from_slice(b); Ok(b.len()) }
+//! #     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+//! # }
+//! ```
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Instant, SystemTime};
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{Request, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tower::{Layer, Service};
+
+use crate::body::{BodySummary, ObservedBody};
+use crate::context::{BackendTarget, Identity, ParsedMcpRequest};
+
+/// `audit:` — the audit log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditConfig {
+    /// Write audit lines (default true when the section is present).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The `component` field (default `vmcp`).
+    #[serde(default)]
+    pub component: Option<String>,
+    /// Only these event types (default: all).
+    #[serde(default)]
+    pub event_types: Vec<String>,
+    /// Never these event types.
+    #[serde(default)]
+    pub exclude_event_types: Vec<String>,
+    /// Include the request's params (redacted, capped).
+    #[serde(default)]
+    pub include_request_data: bool,
+    /// Include the response body (capped).
+    #[serde(default)]
+    pub include_response_data: bool,
+    /// Cap on each included payload, in bytes (default 10000).
+    #[serde(default)]
+    pub max_data_size: Option<usize>,
+    /// Append lines to this file instead of standard output.
+    #[serde(default)]
+    pub log_file: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            component: None,
+            event_types: Vec::new(),
+            exclude_event_types: Vec::new(),
+            include_request_data: false,
+            include_response_data: false,
+            max_data_size: None,
+            log_file: None,
+        }
+    }
+}
+
+/// Every event type this layer emits.
+pub const EVENT_TYPES: [&str; 15] = [
+    "mcp_initialize",
+    "mcp_discover",
+    "mcp_ping",
+    "mcp_tool_call",
+    "mcp_tools_list",
+    "mcp_resource_read",
+    "mcp_resources_list",
+    "mcp_resource_templates_list",
+    "mcp_prompt_get",
+    "mcp_prompts_list",
+    "mcp_completion",
+    "mcp_notification",
+    "mcp_request",
+    "mcp_stream",
+    "mcp_session_end",
+];
+
+impl AuditConfig {
+    /// Check the section; messages name the field (`audit.eventTypes[1] …`).
+    pub fn validate(&self, errors: &mut Vec<String>) {
+        for (field, list) in [
+            ("eventTypes", &self.event_types),
+            ("excludeEventTypes", &self.exclude_event_types),
+        ] {
+            for (i, t) in list.iter().enumerate() {
+                if !EVENT_TYPES.contains(&t.as_str()) {
+                    errors.push(format!(
+                        "audit.{field}[{i}] {t:?} is not an event type (expected one of {})",
+                        EVENT_TYPES.join(", ")
+                    ));
+                }
+            }
+        }
+        if self.max_data_size == Some(0) {
+            errors.push("audit.maxDataSize must be greater than 0".into());
+        }
+    }
+
+    fn max_data(&self) -> usize {
+        self.max_data_size.unwrap_or(10_000)
+    }
+
+    fn wants(&self, event: &str) -> bool {
+        self.enabled
+            && (self.event_types.is_empty() || self.event_types.iter().any(|t| t == event))
+            && !self.exclude_event_types.iter().any(|t| t == event)
+    }
+}
+
+/// Where audit lines go. `write` gets one complete JSON line (with `\n`).
+pub trait AuditSink: Send + Sync {
+    /// Write one line.
+    fn write(&self, line: &[u8]);
+}
+
+/// Lines to standard output.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdoutSink;
+
+impl AuditSink for StdoutSink {
+    fn write(&self, line: &[u8]) {
+        let _ = std::io::stdout().lock().write_all(line);
+    }
+}
+
+/// Lines to any writer (a file, a buffer), one `write_all` per line.
+#[derive(Debug)]
+pub struct WriterSink<W>(Mutex<W>);
+
+impl<W: Write + Send> WriterSink<W> {
+    /// Write lines to `writer`.
+    pub fn new(writer: W) -> Self {
+        Self(Mutex::new(writer))
+    }
+}
+
+impl WriterSink<std::fs::File> {
+    /// Append lines to the file at `path`.
+    pub fn append(path: &Path) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Self::new(file))
+    }
+}
+
+impl<W: Write + Send> AuditSink for WriterSink<W> {
+    fn write(&self, line: &[u8]) {
+        let mut writer = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = writer.write_all(line).and_then(|_| writer.flush()) {
+            tracing::error!("audit line not written: {e}");
+        }
+    }
+}
+
+/// Lines as `tracing` events (target `vmcp::audit`, level INFO).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TracingSink;
+
+impl AuditSink for TracingSink {
+    fn write(&self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        tracing::info!(target: "vmcp::audit", "{}", line.trim_end());
+    }
+}
+
+struct Auditor {
+    config: AuditConfig,
+    component: String,
+    sink: Arc<dyn AuditSink>,
+}
+
+/// Produces [`Audit`] services; holds the configuration and the sink.
+#[derive(Clone)]
+pub struct AuditLayer {
+    auditor: Arc<Auditor>,
+}
+
+impl std::fmt::Debug for AuditLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditLayer")
+            .field("config", &self.auditor.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AuditLayer {
+    /// Audit into `sink`.
+    pub fn new(config: AuditConfig, sink: Arc<dyn AuditSink>) -> Self {
+        let component = config
+            .component
+            .clone()
+            .unwrap_or_else(|| "vmcp".to_owned());
+        Self {
+            auditor: Arc::new(Auditor {
+                config,
+                component,
+                sink,
+            }),
+        }
+    }
+
+    /// Audit into the configured `logFile`, or standard output.
+    pub fn from_config(config: AuditConfig) -> std::io::Result<Self> {
+        let sink: Arc<dyn AuditSink> = match &config.log_file {
+            Some(path) => Arc::new(WriterSink::append(path)?),
+            None => Arc::new(StdoutSink),
+        };
+        Ok(Self::new(config, sink))
+    }
+}
+
+impl<S> Layer<S> for AuditLayer {
+    type Service = Audit<S>;
+
+    fn layer(&self, inner: S) -> Audit<S> {
+        Audit {
+            inner,
+            auditor: self.auditor.clone(),
+        }
+    }
+}
+
+/// Writes audit lines; see the [module docs](self).
+#[derive(Clone)]
+pub struct Audit<S> {
+    inner: S,
+    auditor: Arc<Auditor>,
+}
+
+impl<S> std::fmt::Debug for Audit<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Audit").finish_non_exhaustive()
+    }
+}
+
+fn event_type(method: Option<&str>, http: &http::Method) -> &'static str {
+    match method {
+        Some("initialize") => "mcp_initialize",
+        Some("server/discover") => "mcp_discover",
+        Some("ping") => "mcp_ping",
+        Some("tools/call") => "mcp_tool_call",
+        Some("tools/list") => "mcp_tools_list",
+        Some("resources/read") => "mcp_resource_read",
+        Some("resources/list") => "mcp_resources_list",
+        Some("resources/templates/list") => "mcp_resource_templates_list",
+        Some("prompts/get") => "mcp_prompt_get",
+        Some("prompts/list") => "mcp_prompts_list",
+        Some("completion/complete") => "mcp_completion",
+        Some(m) if m.starts_with("notifications/") => "mcp_notification",
+        Some(_) => "mcp_request",
+        None if http == http::Method::GET => "mcp_stream",
+        None if http == http::Method::DELETE => "mcp_session_end",
+        None => "mcp_request",
+    }
+}
+
+fn target_type(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "tools/list" => Some("tool"),
+        "prompts/get" | "prompts/list" => Some("prompt"),
+        "resources/read" | "resources/list" | "resources/templates/list" => Some("resource"),
+        _ => None,
+    }
+}
+
+const SECRET_WORDS: [&str; 8] = [
+    "token",
+    "password",
+    "passwd",
+    "secret",
+    "authorization",
+    "api_key",
+    "apikey",
+    "credential",
+];
+
+fn redact(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                let lower = key.to_ascii_lowercase();
+                if SECRET_WORDS.iter().any(|w| lower.contains(w)) {
+                    *v = Value::String("[redacted]".into());
+                } else {
+                    redact(v);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact),
+        _ => {}
+    }
+}
+
+fn capped(value: Value, max: usize) -> Value {
+    let text = value.to_string();
+    if text.len() <= max {
+        value
+    } else {
+        json!({"truncated": true, "size_bytes": text.len()})
+    }
+}
+
+/// Whether the first JSON-RPC response in `head` (a JSON body or an SSE stream) is an
+/// error.
+fn is_jsonrpc_error(head: &[u8]) -> bool {
+    #[derive(Deserialize)]
+    struct Probe {
+        error: Option<serde::de::IgnoredAny>,
+        id: Option<serde::de::IgnoredAny>,
+    }
+    if let Ok(probe) = serde_json::from_slice::<Probe>(head) {
+        return probe.error.is_some();
+    }
+    String::from_utf8_lossy(head)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Probe>(d.trim()).ok())
+        .find(|p| p.id.is_some())
+        .is_some_and(|p| p.error.is_some())
+}
+
+struct Pending {
+    auditor: Arc<Auditor>,
+    started: Instant,
+    path: String,
+    http_method: http::Method,
+    status: Option<StatusCode>,
+    identity: Option<Arc<Identity>>,
+    parsed: Option<Arc<ParsedMcpRequest>>,
+    backend: Option<BackendTarget>,
+    written: bool,
+}
+
+impl Pending {
+    fn finish(&mut self, summary: Option<BodySummary>) {
+        if std::mem::replace(&mut self.written, true) {
+            return;
+        }
+        let method = self.parsed.as_ref().map(|p| p.method.as_str());
+        let event = event_type(method, &self.http_method);
+        let config = &self.auditor.config;
+        if !config.wants(event) {
+            return;
+        }
+        let aborted = summary.as_ref().is_none_or(|s| s.aborted);
+        let outcome = match self.status {
+            None => "error",
+            Some(s) if s == StatusCode::UNAUTHORIZED || s == StatusCode::FORBIDDEN => "denied",
+            Some(s) if s.is_server_error() => "error",
+            Some(s) if s.is_client_error() => "failure",
+            Some(_) if aborted && summary.as_ref().is_none_or(|s| s.bytes == 0) => "error",
+            Some(_) if summary.as_ref().is_some_and(|s| is_jsonrpc_error(&s.head)) => "failure",
+            Some(_) => "success",
+        };
+        let mut subjects = Map::new();
+        if let Some(identity) = &self.identity {
+            subjects.insert("user_id".into(), json!(identity.subject));
+            if let Some(name) = identity.claims.get("name").or(identity.claims.get("email")) {
+                subjects.insert("user".into(), name.clone());
+            }
+        }
+        if let Some(client) = self.parsed.as_ref().and_then(|p| p.client.as_ref()) {
+            subjects.insert("client_name".into(), json!(client.name));
+            subjects.insert("client_version".into(), json!(client.version));
+        }
+        let mut target = Map::new();
+        target.insert("endpoint".into(), json!(self.path));
+        if let Some(parsed) = &self.parsed {
+            target.insert("method".into(), json!(parsed.method));
+            if let Some(kind) = target_type(&parsed.method) {
+                target.insert("type".into(), json!(kind));
+            }
+            if let Some(name) = parsed.target() {
+                target.insert("name".into(), json!(name));
+            }
+        }
+        if let Some(BackendTarget(backend)) = &self.backend {
+            target.insert("backend".into(), json!(&**backend));
+        }
+        let mut metadata = Map::new();
+        metadata.insert(
+            "duration_ms".into(),
+            json!((self.started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
+        );
+        metadata.insert("transport".into(), json!("streamable-http"));
+        if let Some(revision) = self.parsed.as_ref().and_then(|p| p.revision) {
+            metadata.insert("protocol_version".into(), json!(revision.as_str()));
+        }
+        if let Some(status) = self.status {
+            metadata.insert("status".into(), json!(status.as_u16()));
+        }
+        if let Some(summary) = &summary {
+            metadata.insert("response_size_bytes".into(), json!(summary.bytes));
+        }
+        let mut record = json!({
+            "audit_id": uuid::Uuid::new_v4().to_string(),
+            "type": event,
+            "logged_at": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            "outcome": outcome,
+            "component": self.auditor.component,
+            "subjects": subjects,
+            "target": target,
+            "metadata": metadata,
+        });
+        let max = config.max_data();
+        let mut data = Map::new();
+        if config.include_request_data
+            && let Some(parsed) = &self.parsed
+        {
+            let mut request = json!({
+                "arguments": parsed.arguments.clone().map(Value::Object),
+            });
+            redact(&mut request);
+            data.insert("request".into(), capped(request, max));
+        }
+        if config.include_response_data
+            && let Some(summary) = &summary
+        {
+            let text = String::from_utf8_lossy(&summary.head[..summary.head.len().min(max)]);
+            data.insert(
+                "response".into(),
+                json!({"body": text, "truncated": summary.bytes as usize > max}),
+            );
+        }
+        if !data.is_empty() {
+            record["data"] = Value::Object(data);
+        }
+        let mut line = record.to_string().into_bytes();
+        line.push(b'\n');
+        self.auditor.sink.write(&line);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // The request never produced a response (a panic unwinding, or the client
+        // went away): still one line, outcome `error`.
+        self.finish(None);
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Audit<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        if !self.auditor.config.enabled {
+            let future = self.inner.call(req);
+            return Box::pin(async move { Ok(future.await?.map(Body::new)) });
+        }
+        let path = req.uri().path().to_owned();
+        let mut pending = Pending {
+            auditor: self.auditor.clone(),
+            started: Instant::now(),
+            path,
+            http_method: req.method().clone(),
+            status: None,
+            identity: None,
+            parsed: None,
+            backend: None,
+            written: false,
+        };
+        let capture = if self.auditor.config.include_response_data {
+            self.auditor.config.max_data().max(4096)
+        } else {
+            4096
+        };
+        let future = self.inner.call(req);
+        Box::pin(async move {
+            let response = future.await?;
+            pending.status = Some(response.status());
+            pending.identity = response.extensions().get::<Arc<Identity>>().cloned();
+            pending.parsed = response
+                .extensions()
+                .get::<Arc<ParsedMcpRequest>>()
+                .cloned();
+            pending.backend = response.extensions().get::<BackendTarget>().cloned();
+            Ok(response.map(|body| {
+                Body::new(ObservedBody::new(body, capture, move |summary| {
+                    pending.finish(Some(summary))
+                }))
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_jsonrpc_errors_in_json_and_sse() {
+        assert!(is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#
+        ));
+        assert!(!is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        ));
+        assert!(is_jsonrpc_error(
+            b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":1}}\n\n"
+        ));
+        assert!(!is_jsonrpc_error(
+            b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"error\":1}}\n"
+        ));
+    }
+
+    #[test]
+    fn redacts_secret_keys() {
+        let mut v = json!({"arguments": {"api_key": "k", "nested": {"Password": "p", "ok": 1}}});
+        redact(&mut v);
+        assert_eq!(
+            v,
+            json!({"arguments": {"api_key": "[redacted]", "nested": {"Password": "[redacted]", "ok": 1}}})
+        );
+    }
+}

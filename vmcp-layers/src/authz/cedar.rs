@@ -1,0 +1,658 @@
+//! The Cedar authorizer: policies, entities, requests and one decision function
+//! shared by the call side and list filtering.
+//!
+//! Entities:
+//! - principal `Client::"<sub>"`, its claims as attributes (`principal.claims.<name>`,
+//!   plus `principal.sub`/`principal.iss`), its groups and roles as parents
+//!   (`<groupEntityType>::"<name>"`, default `THVGroup`);
+//! - resources `Tool::"<advertised name>"`, `Prompt::"<advertised name>"`,
+//!   `Resource::"<uri>"` with attributes `name`, `backend` and, for tools, the
+//!   annotation hints (`resource.readOnlyHint`); each sits in `Backend::"<backend>"`,
+//!   which sits in `MCP::"<server name>"` when the server has a name;
+//! - list verbs use `FeatureType::"tool" | "prompt" | "resource"`.
+//!
+//! Actions: `call_tool`, `get_prompt`, `read_resource`, `list_tools`, `list_prompts`,
+//! `list_resources`. Context: `arguments` (the call's arguments) and `annotations`
+//! (the tool's hints). Cedar refuses JSON `null` and fractional numbers, so arguments
+//! and claims are sanitized: nulls are dropped, non-integers become strings.
+//!
+//! Costs are kept low by building the principal's entities once per identity object
+//! (the authentication layer caches identities per token) and resource entities once
+//! per tool, and by caching argument-free decisions (list filtering) per identity.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::{Arc, Weak};
+
+use cedar_policy::{
+    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, Policy,
+    PolicyId, PolicySet, Request, RestrictedExpression,
+};
+use dashmap::DashMap;
+use serde_json::{Map, Value};
+
+use crate::context::{CallKind, Identity, ListKind, ToolAnnotations};
+
+/// Why an authorization decision could not be made (fails closed).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("authorization error: {0}")]
+pub struct AuthzError(pub String);
+
+/// What a decision is about.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// A tool call.
+    Tool {
+        /// Advertised name.
+        name: &'a str,
+        /// Serving backend, when known.
+        backend: Option<&'a str>,
+        /// The tool's hints.
+        annotations: &'a ToolAnnotations,
+    },
+    /// A prompt get.
+    Prompt {
+        /// Advertised name.
+        name: &'a str,
+        /// Serving backend, when known.
+        backend: Option<&'a str>,
+    },
+    /// A resource read (or a template string, for list filtering).
+    Resource {
+        /// The URI.
+        uri: &'a str,
+        /// Serving backend, when known.
+        backend: Option<&'a str>,
+    },
+}
+
+impl Target<'_> {
+    /// The call kind of this target.
+    pub fn kind(&self) -> CallKind {
+        match self {
+            Target::Tool { .. } => CallKind::Tool,
+            Target::Prompt { .. } => CallKind::Prompt,
+            Target::Resource { .. } => CallKind::Resource,
+        }
+    }
+
+    fn cache_key(&self) -> String {
+        match self {
+            Target::Tool {
+                name,
+                backend,
+                annotations,
+            } => format!("t\0{name}\0{backend:?}\0{annotations:?}"),
+            Target::Prompt { name, backend } => format!("p\0{name}\0{backend:?}"),
+            Target::Resource { uri, backend } => format!("r\0{uri}\0{backend:?}"),
+        }
+    }
+}
+
+/// Where a policy came from, for startup errors.
+#[derive(Debug, Clone)]
+pub enum PolicySource {
+    /// `policies[i]` of the configuration (`field` is the full path).
+    Inline {
+        /// The configuration path, e.g. `incomingAuth.authz.policies[2]`.
+        field: String,
+        /// The policy text.
+        text: String,
+    },
+    /// A `.cedar` file.
+    File {
+        /// The configuration path, e.g. `incomingAuth.authz.policyFiles[0]`.
+        field: String,
+        /// The file.
+        path: PathBuf,
+    },
+}
+
+/// Settings of a [`CedarAuthorizer`] besides the policies.
+#[derive(Debug, Clone)]
+pub struct CedarSettings {
+    /// The entity type of group parents (default `THVGroup`).
+    pub group_entity_type: String,
+    /// A claim whose values are also parents (roles), if any.
+    pub role_claim: Option<String>,
+    /// The server name: `MCP::"<name>"` is every backend's parent.
+    pub server_name: Option<String>,
+}
+
+impl Default for CedarSettings {
+    fn default() -> Self {
+        Self {
+            group_entity_type: "THVGroup".to_owned(),
+            role_claim: None,
+            server_name: None,
+        }
+    }
+}
+
+struct Actions {
+    call_tool: EntityUid,
+    get_prompt: EntityUid,
+    read_resource: EntityUid,
+    list_tools: EntityUid,
+    list_prompts: EntityUid,
+    list_resources: EntityUid,
+}
+
+struct Principal {
+    uid: EntityUid,
+    entities: Vec<Entity>,
+}
+
+struct CachedPrincipal {
+    identity: Weak<Identity>,
+    principal: Arc<Principal>,
+    /// Argument-free decisions (list filtering), by target key.
+    decisions: DashMap<String, bool>,
+}
+
+const PRINCIPAL_CACHE: usize = 4096;
+const RESOURCE_CACHE: usize = 16384;
+const DECISION_CACHE: usize = 16384;
+
+/// Decides with Cedar; see the [module docs](self).
+pub struct CedarAuthorizer {
+    policies: PolicySet,
+    authorizer: Authorizer,
+    actions: Actions,
+    settings: CedarSettings,
+    group_type: EntityTypeName,
+    server: Option<EntityUid>,
+    principals: DashMap<usize, Arc<CachedPrincipal>>,
+    resources: DashMap<String, Arc<(EntityUid, Vec<Entity>)>>,
+}
+
+impl std::fmt::Debug for CedarAuthorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CedarAuthorizer")
+            .field("policies", &self.policies.policies().count())
+            .finish_non_exhaustive()
+    }
+}
+
+fn uid(kind: &str, id: &str) -> EntityUid {
+    EntityUid::from_type_name_and_id(
+        EntityTypeName::from_str(kind).expect("static entity type names are valid"),
+        EntityId::new(id),
+    )
+}
+
+/// Parse policies, naming each by its location (or its `@id` annotation).
+/// Errors name the location: `incomingAuth.authz.policies[1]: …`.
+pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>> {
+    let mut set = PolicySet::new();
+    let mut errors = Vec::new();
+    for source in sources {
+        let (field, text) = match source {
+            PolicySource::Inline { field, text } => (field.clone(), text.clone()),
+            PolicySource::File { field, path } => match std::fs::read_to_string(path) {
+                Ok(text) => (format!("{field} ({})", path.display()), text),
+                Err(e) => {
+                    errors.push(format!("{field}: cannot read {}: {e}", path.display()));
+                    continue;
+                }
+            },
+        };
+        let parsed = match PolicySet::from_str(&text) {
+            Ok(parsed) => parsed,
+            Err(e) => {
+                let detail: Vec<String> = e.iter().map(|e| e.to_string()).collect();
+                errors.push(format!(
+                    "{field}: invalid Cedar policy: {}",
+                    detail.join("; ")
+                ));
+                continue;
+            }
+        };
+        if parsed.templates().next().is_some() {
+            errors.push(format!("{field}: policy templates are not supported"));
+            continue;
+        }
+        let policies: Vec<&Policy> = parsed.policies().collect();
+        if policies.is_empty() {
+            errors.push(format!("{field}: contains no policy"));
+        }
+        let many = policies.len() > 1;
+        for (k, policy) in policies.into_iter().enumerate() {
+            let id = match policy.annotation("id") {
+                Some(id) => id.to_owned(),
+                None if many => format!("{field}#{k}"),
+                None => field.clone(),
+            };
+            if let Err(e) = set.add(policy.new_id(PolicyId::new(&id))) {
+                errors.push(format!("{field}: {e}"));
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(set)
+    } else {
+        Err(errors)
+    }
+}
+
+/// A JSON value as a Cedar value: nulls dropped, non-integers as strings.
+fn to_cedar(value: &Value, depth: usize) -> Option<RestrictedExpression> {
+    if depth > 32 {
+        return Some(RestrictedExpression::new_string(value.to_string()));
+    }
+    Some(match value {
+        Value::Null => return None,
+        Value::Bool(b) => RestrictedExpression::new_bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => RestrictedExpression::new_long(i),
+            None => RestrictedExpression::new_string(n.to_string()),
+        },
+        Value::String(s) => RestrictedExpression::new_string(s.clone()),
+        Value::Array(items) => {
+            RestrictedExpression::new_set(items.iter().filter_map(|v| to_cedar(v, depth + 1)))
+        }
+        Value::Object(map) => record(map, depth + 1)?,
+    })
+}
+
+fn record(map: &Map<String, Value>, depth: usize) -> Option<RestrictedExpression> {
+    RestrictedExpression::new_record(
+        map.iter()
+            .filter_map(|(k, v)| to_cedar(v, depth).map(|e| (k.clone(), e))),
+    )
+    .ok()
+}
+
+fn annotations_record(annotations: &ToolAnnotations) -> RestrictedExpression {
+    RestrictedExpression::new_record(
+        annotations
+            .hints()
+            .map(|(k, v)| (k.to_owned(), RestrictedExpression::new_bool(v))),
+    )
+    .expect("hint names are distinct")
+}
+
+impl CedarAuthorizer {
+    /// An authorizer over `policies`.
+    pub fn new(policies: PolicySet, settings: CedarSettings) -> Result<Self, AuthzError> {
+        let group_type = EntityTypeName::from_str(&settings.group_entity_type).map_err(|e| {
+            AuthzError(format!(
+                "groupEntityType {:?} is not a Cedar type name: {e}",
+                settings.group_entity_type
+            ))
+        })?;
+        let action = |name: &str| uid("Action", name);
+        Ok(Self {
+            policies,
+            authorizer: Authorizer::new(),
+            actions: Actions {
+                call_tool: action("call_tool"),
+                get_prompt: action("get_prompt"),
+                read_resource: action("read_resource"),
+                list_tools: action("list_tools"),
+                list_prompts: action("list_prompts"),
+                list_resources: action("list_resources"),
+            },
+            server: settings.server_name.as_deref().map(|n| uid("MCP", n)),
+            group_type,
+            settings,
+            principals: DashMap::new(),
+            resources: DashMap::new(),
+        })
+    }
+
+    /// Load and check `sources` (see [`load_policies`]) and build the authorizer.
+    pub fn from_sources(
+        sources: &[PolicySource],
+        settings: CedarSettings,
+    ) -> Result<Self, Vec<String>> {
+        let policies = load_policies(sources)?;
+        Self::new(policies, settings).map_err(|e| vec![e.0])
+    }
+
+    /// How many policies are loaded.
+    pub fn policy_count(&self) -> usize {
+        self.policies.policies().count()
+    }
+
+    fn build_principal(&self, identity: &Identity) -> Result<Principal, AuthzError> {
+        let principal = uid("Client", &identity.subject);
+        let mut parents = HashSet::new();
+        let mut entities = Vec::new();
+        let mut names: Vec<&str> = identity.groups.iter().map(String::as_str).collect();
+        if let Some(claim) = &self.settings.role_claim {
+            match identity.claims.get(claim) {
+                Some(Value::Array(items)) => names.extend(items.iter().filter_map(Value::as_str)),
+                Some(Value::String(one)) => names.push(one),
+                _ => {}
+            }
+        }
+        for name in names {
+            let group =
+                EntityUid::from_type_name_and_id(self.group_type.clone(), EntityId::new(name));
+            if parents.insert(group.clone()) {
+                entities.push(Entity::new_no_attrs(group, HashSet::new()));
+            }
+        }
+        let mut attrs = HashMap::new();
+        attrs.insert(
+            "sub".to_owned(),
+            RestrictedExpression::new_string(identity.subject.clone()),
+        );
+        if let Some(iss) = &identity.issuer {
+            attrs.insert(
+                "iss".to_owned(),
+                RestrictedExpression::new_string(iss.clone()),
+            );
+        }
+        if let Some(claims) = record(&identity.claims, 0) {
+            attrs.insert("claims".to_owned(), claims);
+        }
+        let entity = Entity::new(principal.clone(), attrs, parents)
+            .map_err(|e| AuthzError(format!("principal entity: {e}")))?;
+        entities.push(entity);
+        Ok(Principal {
+            uid: principal,
+            entities,
+        })
+    }
+
+    fn principal(&self, identity: &Arc<Identity>) -> Result<Arc<CachedPrincipal>, AuthzError> {
+        let key = Arc::as_ptr(identity) as usize;
+        if let Some(hit) = self.principals.get(&key)
+            && hit
+                .identity
+                .upgrade()
+                .is_some_and(|i| Arc::ptr_eq(&i, identity))
+        {
+            return Ok(hit.clone());
+        }
+        let cached = Arc::new(CachedPrincipal {
+            identity: Arc::downgrade(identity),
+            principal: Arc::new(self.build_principal(identity)?),
+            decisions: DashMap::new(),
+        });
+        if self.principals.len() >= PRINCIPAL_CACHE {
+            self.principals.retain(|_, c| c.identity.strong_count() > 0);
+            if self.principals.len() >= PRINCIPAL_CACHE {
+                self.principals.clear();
+            }
+        }
+        self.principals.insert(key, cached.clone());
+        Ok(cached)
+    }
+
+    fn resource(&self, target: &Target<'_>) -> Result<Arc<(EntityUid, Vec<Entity>)>, AuthzError> {
+        let key = target.cache_key();
+        if let Some(hit) = self.resources.get(&key) {
+            return Ok(hit.clone());
+        }
+        let (kind, name, backend) = match target {
+            Target::Tool { name, backend, .. } => ("Tool", *name, *backend),
+            Target::Prompt { name, backend } => ("Prompt", *name, *backend),
+            Target::Resource { uri, backend } => ("Resource", *uri, *backend),
+        };
+        let resource = uid(kind, name);
+        let mut attrs = HashMap::new();
+        attrs.insert(
+            "name".to_owned(),
+            RestrictedExpression::new_string(name.to_owned()),
+        );
+        if let Target::Tool { annotations, .. } = target {
+            for (hint, value) in annotations.hints() {
+                attrs.insert(hint.to_owned(), RestrictedExpression::new_bool(value));
+            }
+        }
+        let mut entities = Vec::new();
+        let mut parents = HashSet::new();
+        if let Some(backend) = backend {
+            attrs.insert(
+                "backend".to_owned(),
+                RestrictedExpression::new_string(backend.to_owned()),
+            );
+            let backend_uid = uid("Backend", backend);
+            parents.insert(backend_uid.clone());
+            let backend_parents: HashSet<EntityUid> = self.server.iter().cloned().collect();
+            entities.push(Entity::new_no_attrs(backend_uid, backend_parents));
+        } else if let Some(server) = &self.server {
+            parents.insert(server.clone());
+        }
+        if let Some(server) = &self.server {
+            entities.push(Entity::new_no_attrs(server.clone(), HashSet::new()));
+        }
+        entities.push(
+            Entity::new(resource.clone(), attrs, parents)
+                .map_err(|e| AuthzError(format!("resource entity: {e}")))?,
+        );
+        let built = Arc::new((resource, entities));
+        if self.resources.len() >= RESOURCE_CACHE {
+            self.resources.clear();
+        }
+        self.resources.insert(key, built.clone());
+        Ok(built)
+    }
+
+    fn evaluate(
+        &self,
+        principal: &Principal,
+        action: &EntityUid,
+        resource: &(EntityUid, Vec<Entity>),
+        context: Context,
+    ) -> Result<cedar_policy::Response, AuthzError> {
+        let request = Request::new(
+            principal.uid.clone(),
+            action.clone(),
+            resource.0.clone(),
+            context,
+            None,
+        )
+        .map_err(|e| AuthzError(format!("request: {e}")))?;
+        let entities = Entities::from_entities(
+            principal.entities.iter().chain(resource.1.iter()).cloned(),
+            None,
+        )
+        .map_err(|e| AuthzError(format!("entities: {e}")))?;
+        let response = self
+            .authorizer
+            .is_authorized(&request, &self.policies, &entities);
+        for error in response.diagnostics().errors() {
+            tracing::debug!("policy evaluation error (policy skipped): {error}");
+        }
+        Ok(response)
+    }
+
+    /// May `identity` use `target` with `arguments`? One function for calls and list
+    /// items; `arguments: None` (list filtering) decisions are cached per identity.
+    pub fn decide(
+        &self,
+        identity: &Arc<Identity>,
+        target: Target<'_>,
+        arguments: Option<&Map<String, Value>>,
+    ) -> Result<bool, AuthzError> {
+        let cached = self.principal(identity)?;
+        let key = arguments.is_none().then(|| target.cache_key());
+        if let Some(key) = &key
+            && let Some(hit) = cached.decisions.get(key)
+        {
+            return Ok(*hit);
+        }
+        let action = match target.kind() {
+            CallKind::Tool => &self.actions.call_tool,
+            CallKind::Prompt => &self.actions.get_prompt,
+            CallKind::Resource => &self.actions.read_resource,
+        };
+        let empty = Map::new();
+        let arguments = record(arguments.unwrap_or(&empty), 0)
+            .ok_or_else(|| AuthzError("arguments could not be converted".into()))?;
+        let annotations = match &target {
+            Target::Tool { annotations, .. } => annotations_record(annotations),
+            _ => annotations_record(&ToolAnnotations::default()),
+        };
+        let context = Context::from_pairs([
+            ("arguments".to_owned(), arguments),
+            ("annotations".to_owned(), annotations),
+        ])
+        .map_err(|e| AuthzError(format!("context: {e}")))?;
+        let resource = self.resource(&target)?;
+        let allowed = self
+            .evaluate(&cached.principal, action, &resource, context)?
+            .decision()
+            == Decision::Allow;
+        if let Some(key) = key {
+            if cached.decisions.len() >= DECISION_CACHE {
+                cached.decisions.clear();
+            }
+            cached.decisions.insert(key, allowed);
+        }
+        Ok(allowed)
+    }
+
+    /// Is a whole list hidden from `identity`? Only an explicit `forbid` on the list
+    /// action hides it; no `permit` is needed to list.
+    pub fn list_hidden(
+        &self,
+        identity: &Arc<Identity>,
+        kind: ListKind,
+    ) -> Result<bool, AuthzError> {
+        let cached = self.principal(identity)?;
+        let (action, feature) = match kind {
+            ListKind::Tools => (&self.actions.list_tools, "tool"),
+            ListKind::Prompts => (&self.actions.list_prompts, "prompt"),
+            ListKind::Resources => (&self.actions.list_resources, "resource"),
+        };
+        let resource = (uid("FeatureType", feature), Vec::new());
+        let response = self.evaluate(&cached.principal, action, &resource, Context::empty())?;
+        Ok(response.decision() == Decision::Deny
+            && response.diagnostics().reason().next().is_some())
+    }
+}
+
+/// Sources for a config's inline policies and policy files.
+pub fn sources(prefix: &str, inline: &[String], files: &[PathBuf]) -> Vec<PolicySource> {
+    inline
+        .iter()
+        .enumerate()
+        .map(|(i, text)| PolicySource::Inline {
+            field: format!("{prefix}.policies[{i}]"),
+            text: text.clone(),
+        })
+        .chain(
+            files
+                .iter()
+                .enumerate()
+                .map(|(i, path)| PolicySource::File {
+                    field: format!("{prefix}.policyFiles[{i}]"),
+                    path: Path::new(path).to_path_buf(),
+                }),
+        )
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn authorizer(policies: &[&str]) -> CedarAuthorizer {
+        let sources: Vec<String> = policies.iter().map(|p| p.to_string()).collect();
+        CedarAuthorizer::from_sources(
+            &super::sources("authz", &sources, &[]),
+            CedarSettings {
+                server_name: Some("eng".into()),
+                ..CedarSettings::default()
+            },
+        )
+        .unwrap()
+    }
+
+    fn alice(groups: &[&str]) -> Arc<Identity> {
+        Arc::new(Identity {
+            subject: "alice".into(),
+            issuer: Some("https://idp".into()),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            claims: json!({"sub": "alice", "tier": "gold", "score": 1.5, "nothing": null})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        })
+    }
+
+    fn tool<'a>(name: &'a str, annotations: &'a ToolAnnotations) -> Target<'a> {
+        Target::Tool {
+            name,
+            backend: Some("gh"),
+            annotations,
+        }
+    }
+
+    #[test]
+    fn groups_backends_annotations_and_arguments() {
+        let a = authorizer(&[
+            r#"permit(principal in THVGroup::"eng", action == Action::"call_tool", resource in Backend::"gh");"#,
+            r#"permit(principal, action == Action::"call_tool", resource) when { context.annotations has readOnlyHint && context.annotations.readOnlyHint };"#,
+            r#"forbid(principal, action == Action::"call_tool", resource) when { context.arguments has repo && context.arguments.repo like "secret/*" };"#,
+            r#"permit(principal, action == Action::"get_prompt", resource in MCP::"eng") when { principal.claims.tier == "gold" };"#,
+        ]);
+        let none = ToolAnnotations::default();
+        let ro = ToolAnnotations {
+            read_only: Some(true),
+            ..ToolAnnotations::default()
+        };
+        let args = json!({"repo": "acme/x", "ratio": 0.5, "gone": null})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let secret = json!({"repo": "secret/x"}).as_object().cloned().unwrap();
+        assert!(
+            a.decide(&alice(&["eng"]), tool("gh_x", &none), Some(&args))
+                .unwrap()
+        );
+        assert!(
+            !a.decide(&alice(&[]), tool("gh_x", &none), Some(&args))
+                .unwrap()
+        );
+        assert!(a.decide(&alice(&[]), tool("gh_x", &ro), None).unwrap());
+        assert!(
+            !a.decide(&alice(&["eng"]), tool("gh_x", &none), Some(&secret))
+                .unwrap()
+        );
+        let prompt = Target::Prompt {
+            name: "p",
+            backend: Some("gh"),
+        };
+        assert!(a.decide(&alice(&[]), prompt, None).unwrap());
+    }
+
+    #[test]
+    fn list_is_hidden_only_by_an_explicit_forbid() {
+        let a = authorizer(&[r#"forbid(principal, action == Action::"list_prompts", resource);"#]);
+        assert!(a.list_hidden(&alice(&[]), ListKind::Prompts).unwrap());
+        assert!(!a.list_hidden(&alice(&[]), ListKind::Tools).unwrap());
+    }
+
+    #[test]
+    fn bad_policies_name_their_location() {
+        let sources = super::sources(
+            "incomingAuth.authz",
+            &[
+                "permit(principal, action, resource);".into(),
+                "permit(principal,".into(),
+            ],
+            &[PathBuf::from("/nonexistent/x.cedar")],
+        );
+        let errors = load_policies(&sources).unwrap_err();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1]
+                .starts_with("incomingAuth.authz.policyFiles[0]: cannot read /nonexistent/x.cedar"),
+            "{}",
+            errors[1]
+        );
+    }
+}

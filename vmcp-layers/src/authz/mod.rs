@@ -1,0 +1,305 @@
+//! Authorization: one admission decision per request, made with Cedar.
+//!
+//! For `tools/call`, `prompts/get` and `resources/read`, the [`AuthorizationLayer`]
+//! decides once, with the call's arguments, the tool's annotations (from
+//! [`annotations`](crate::annotations)) and the serving backend (from the capability
+//! view of [`discovery`](crate::discovery)), and attaches the [`AdmissionDecision`]
+//! that the [`gate`](crate::gate) enforces. An authorizer error denies (fail closed).
+//!
+//! For every request it also attaches an [`AdmissionHandle`] bound to the caller:
+//! the server filters `tools/list`, `prompts/list`, `resources/list` and
+//! `resources/templates/list` with it. The handle runs the **same** decision function
+//! (the item's call action, no arguments), so a listed item is one the caller may
+//! use, and "list says yes, call says no" cannot happen for policies that do not look
+//! at arguments. A list is hidden entirely only by an explicit `forbid` on its list
+//! action (`list_tools`, `list_prompts`, `list_resources`).
+//!
+//! See [`cedar`] for the entities, actions and context policies see.
+//!
+//! ```
+//! use std::{convert::Infallible, sync::Arc};
+//! use http::{Request, Response};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use vmcp_layers::authz::{AuthorizationLayer, cedar::{CedarAuthorizer, CedarSettings, sources}};
+//! use vmcp_layers::context::{AdmissionDecision, ParsedMcpRequest};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let policies = vec![r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_string()];
+//! let cedar = CedarAuthorizer::from_sources(&sources("authz", &policies, &[]), CedarSettings::default()).unwrap();
+//! let service = ServiceBuilder::new()
+//!     .layer(AuthorizationLayer::new(Arc::new(cedar)))
+//!     .service_fn(|req: Request<()>| async move {
+//!         Ok::<_, Infallible>(Response::new(req.extensions().get::<AdmissionDecision>().copied()))
+//!     });
+//! let mut request = Request::new(());
+//! request.extensions_mut().insert(Arc::new(ParsedMcpRequest {
+//!     id: Some(1.into()), method: "tools/call".into(), name: Some("echo".into()), ..Default::default()
+//! }));
+//! let decision = service.oneshot(request).await.unwrap().into_body().unwrap();
+//! assert!(decision.allowed);
+//! # });
+//! ```
+
+pub mod cedar;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::Request;
+use serde::{Deserialize, Serialize};
+use tower::{Layer, Service};
+
+use crate::context::{
+    Admission, AdmissionDecision, AdmissionHandle, CallKind, Discovered, Identity, ListKind,
+    ParsedMcpRequest, ToolAnnotations,
+};
+use cedar::{CedarAuthorizer, CedarSettings, Target};
+
+/// `incomingAuth.authz:` — authorization policies.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthzConfig {
+    /// `cedar` or `none`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// Inline Cedar policies, one or more per string.
+    #[serde(default)]
+    pub policies: Vec<String>,
+    /// `.cedar` files of policies.
+    #[serde(default)]
+    pub policy_files: Vec<PathBuf>,
+    /// The claim listing the caller's groups (default `groups`).
+    #[serde(default)]
+    pub group_claim_name: Option<String>,
+    /// A claim listing the caller's roles, also used as parents.
+    #[serde(default)]
+    pub role_claim_name: Option<String>,
+    /// The Cedar entity type of groups and roles (default `THVGroup`).
+    #[serde(default)]
+    pub group_entity_type: Option<String>,
+}
+
+impl AuthzConfig {
+    /// Whether Cedar authorization is configured.
+    pub fn is_cedar(&self) -> bool {
+        self.kind == "cedar"
+    }
+
+    /// Check the section; policies are parsed, and errors name the policy's location.
+    pub fn validate(&self, prefix: &str, errors: &mut Vec<String>) {
+        match self.kind.as_str() {
+            "none" => {}
+            "cedar" => {
+                if self.policies.is_empty() && self.policy_files.is_empty() {
+                    errors.push(format!(
+                        "{prefix}.policies (or policyFiles) is required when type is \"cedar\""
+                    ));
+                } else if let Err(problems) = self.authorizer(prefix, None) {
+                    errors.extend(problems);
+                }
+            }
+            "" => errors.push(format!("{prefix}.type is required (\"cedar\" or \"none\")")),
+            other => errors.push(format!(
+                "{prefix}.type must be \"cedar\" or \"none\" (got {other:?})"
+            )),
+        }
+    }
+
+    /// Build the Cedar authorizer (`server_name` becomes `MCP::"<name>"`).
+    pub fn authorizer(
+        &self,
+        prefix: &str,
+        server_name: Option<&str>,
+    ) -> Result<CedarAuthorizer, Vec<String>> {
+        let settings = CedarSettings {
+            group_entity_type: self
+                .group_entity_type
+                .clone()
+                .unwrap_or_else(|| "THVGroup".to_owned()),
+            role_claim: self.role_claim_name.clone(),
+            server_name: server_name.map(str::to_owned),
+        };
+        CedarAuthorizer::from_sources(
+            &cedar::sources(prefix, &self.policies, &self.policy_files),
+            settings,
+        )
+        .map_err(|errors| {
+            errors
+                .into_iter()
+                .map(|e| {
+                    if e.starts_with(prefix) {
+                        e
+                    } else {
+                        format!("{prefix}: {e}")
+                    }
+                })
+                .collect()
+        })
+    }
+}
+
+/// Per-item admission for one caller, over the shared authorizer.
+struct IdentityAdmission {
+    authorizer: Arc<CedarAuthorizer>,
+    identity: Arc<Identity>,
+}
+
+impl IdentityAdmission {
+    fn allowed(&self, target: Target<'_>) -> bool {
+        self.authorizer
+            .decide(&self.identity, target, None)
+            .unwrap_or_else(|e| {
+                tracing::warn!("{e}; item filtered");
+                false
+            })
+    }
+}
+
+impl Admission for IdentityAdmission {
+    fn list_hidden(&self, kind: ListKind) -> bool {
+        self.authorizer
+            .list_hidden(&self.identity, kind)
+            .unwrap_or(true)
+    }
+
+    fn tool(&self, name: &str, backend: Option<&str>, annotations: &ToolAnnotations) -> bool {
+        self.allowed(Target::Tool {
+            name,
+            backend,
+            annotations,
+        })
+    }
+
+    fn prompt(&self, name: &str, backend: Option<&str>) -> bool {
+        self.allowed(Target::Prompt { name, backend })
+    }
+
+    fn resource(&self, uri: &str, backend: Option<&str>) -> bool {
+        self.allowed(Target::Resource { uri, backend })
+    }
+}
+
+/// Produces [`Authorization`] services; holds the authorizer.
+#[derive(Debug, Clone)]
+pub struct AuthorizationLayer {
+    authorizer: Arc<CedarAuthorizer>,
+}
+
+impl AuthorizationLayer {
+    /// Decide with `authorizer`.
+    pub fn new(authorizer: Arc<CedarAuthorizer>) -> Self {
+        Self { authorizer }
+    }
+}
+
+impl<S> Layer<S> for AuthorizationLayer {
+    type Service = Authorization<S>;
+
+    fn layer(&self, inner: S) -> Authorization<S> {
+        Authorization {
+            inner,
+            authorizer: self.authorizer.clone(),
+        }
+    }
+}
+
+/// Makes the admission decision; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Authorization<S> {
+    inner: S,
+    authorizer: Arc<CedarAuthorizer>,
+}
+
+/// The decision for one parsed request (`None` for methods that are not checked).
+pub fn decide(
+    authorizer: &CedarAuthorizer,
+    identity: &Arc<Identity>,
+    parsed: &ParsedMcpRequest,
+    view: Option<&Discovered>,
+    annotations: Option<&ToolAnnotations>,
+) -> Option<AdmissionDecision> {
+    let kind = CallKind::of_method(&parsed.method)?;
+    let none = ToolAnnotations::default();
+    let allowed = match (kind, parsed.target()) {
+        (_, None) => Ok(false),
+        (CallKind::Tool, Some(name)) => {
+            let backend = view.and_then(|v| v.0.tool(name)).map(|t| t.backend);
+            authorizer.decide(
+                identity,
+                Target::Tool {
+                    name,
+                    backend: backend.as_deref(),
+                    annotations: annotations.unwrap_or(&none),
+                },
+                Some(parsed.arguments.as_ref().unwrap_or(&Default::default())),
+            )
+        }
+        (CallKind::Prompt, Some(name)) => {
+            let backend = view.and_then(|v| v.0.prompt_backend(name));
+            authorizer.decide(
+                identity,
+                Target::Prompt {
+                    name,
+                    backend: backend.as_deref(),
+                },
+                Some(parsed.arguments.as_ref().unwrap_or(&Default::default())),
+            )
+        }
+        (CallKind::Resource, Some(uri)) => {
+            let backend = view.and_then(|v| v.0.resource_backend(uri));
+            authorizer.decide(
+                identity,
+                Target::Resource {
+                    uri,
+                    backend: backend.as_deref(),
+                },
+                Some(&Default::default()),
+            )
+        }
+    };
+    let allowed = allowed.unwrap_or_else(|e| {
+        tracing::warn!("{e}; denied");
+        false
+    });
+    Some(AdmissionDecision { kind, allowed })
+}
+
+impl<S, ReqBody> Service<Request<ReqBody>> for Authorization<S>
+where
+    S: Service<Request<ReqBody>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> S::Future {
+        if let Some(parsed) = req.extensions().get::<Arc<ParsedMcpRequest>>().cloned() {
+            let identity = req
+                .extensions()
+                .get::<Arc<Identity>>()
+                .cloned()
+                .unwrap_or_else(|| Arc::new(Identity::anonymous()));
+            let decision = decide(
+                &self.authorizer,
+                &identity,
+                &parsed,
+                req.extensions().get::<Discovered>(),
+                req.extensions().get::<ToolAnnotations>(),
+            );
+            if let Some(decision) = decision {
+                req.extensions_mut().insert(decision);
+            }
+            req.extensions_mut()
+                .insert(AdmissionHandle(Arc::new(IdentityAdmission {
+                    authorizer: self.authorizer.clone(),
+                    identity,
+                })));
+        }
+        self.inner.call(req)
+    }
+}

@@ -1,0 +1,115 @@
+//! The pre-dispatch gate: the innermost layer, enforcing the authorization layer's
+//! [`AdmissionDecision`].
+//!
+//! A denied `tools/call`, `resources/read` or `prompts/get` is answered **HTTP 403**
+//! with JSON-RPC error code **403** and a kind-only message
+//! (`call denied by authorization policy`, `read denied by authorization policy`,
+//! `prompt denied by authorization policy`). The message never names the capability,
+//! so a filtered tool, an argument-based denial and a nonexistent tool under a
+//! default-deny policy all get the same answer: the gate is no oracle for what
+//! exists. It runs before the MCP server looks at the session, so a denial never
+//! becomes a `200` with `isError`, on either revision.
+//!
+//! Fail closed: an admission-checked request that reaches the gate without a decision
+//! (the authorization layer is missing or was skipped) is denied too.
+//!
+//! ```
+//! use std::{convert::Infallible, sync::Arc};
+//! use axum::body::Body;
+//! use http::{Request, Response, StatusCode};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use vmcp_layers::context::{AdmissionDecision, CallKind, ParsedMcpRequest};
+//! use vmcp_layers::gate::GateLayer;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let service = ServiceBuilder::new()
+//!     .layer(GateLayer::new())
+//!     .service_fn(|_req: Request<()>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+//! let mut request = Request::new(());
+//! request.extensions_mut().insert(Arc::new(ParsedMcpRequest {
+//!     id: Some(1.into()), method: "tools/call".into(), name: Some("x".into()), ..Default::default()
+//! }));
+//! request.extensions_mut().insert(AdmissionDecision { kind: CallKind::Tool, allowed: false });
+//! let response = service.oneshot(request).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::FORBIDDEN);
+//! # });
+//! ```
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use futures::future::BoxFuture;
+use http::{Request, Response, StatusCode};
+use tower::{Layer, Service};
+
+use crate::context::{AdmissionDecision, CallKind, ParsedMcpRequest};
+use crate::jsonrpc;
+
+/// Produces [`Gate`] services.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GateLayer;
+
+impl GateLayer {
+    /// The layer.
+    pub fn new() -> Self {
+        Self
+    }
+}
+
+impl<S> Layer<S> for GateLayer {
+    type Service = Gate<S>;
+
+    fn layer(&self, inner: S) -> Gate<S> {
+        Gate { inner }
+    }
+}
+
+/// Rejects denied calls; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Gate<S> {
+    inner: S,
+}
+
+/// The gate's answer to a denied request with JSON-RPC `id`.
+pub fn denial(kind: CallKind, id: Option<&serde_json::Value>) -> Response<Body> {
+    jsonrpc::error_response(
+        StatusCode::FORBIDDEN,
+        id,
+        jsonrpc::DENIED,
+        kind.denial_message(),
+    )
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Gate<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        if let Some(parsed) = req.extensions().get::<Arc<ParsedMcpRequest>>()
+            && let Some(kind) = CallKind::of_method(&parsed.method)
+        {
+            let allowed = req
+                .extensions()
+                .get::<AdmissionDecision>()
+                .is_some_and(|d| d.kind == kind && d.allowed);
+            if !allowed {
+                let response = denial(kind, parsed.id.as_ref());
+                return Box::pin(async move { Ok(response) });
+            }
+        }
+        let future = self.inner.call(req);
+        Box::pin(async move { Ok(future.await?.map(Body::new)) })
+    }
+}

@@ -1,0 +1,319 @@
+//! Header validation: cheap checks on the request head, before anything reads the
+//! body or checks a token.
+//!
+//! - A `GET` (the SSE stream of a 2025-11-25 session) must accept
+//!   `text/event-stream`, else 406.
+//! - `Host` and `Origin` are checked against an allow-list (DNS-rebinding
+//!   protection). Loopback names and addresses are always allowed; a request without
+//!   `Origin` (any non-browser client) passes. A rejection is 403.
+//! - The request body is limited (default 8 MiB) with tower-http's
+//!   [`RequestBodyLimit`](tower_http::limit): a larger `Content-Length` is answered
+//!   413 at once; a chunked body that grows past the limit fails when the parsing step
+//!   of [`auth`](crate::auth) reads it, which also answers 413.
+//!
+//! The 2026-07-28 rules that compare headers with the body (`Mcp-Method`, `Mcp-Name`,
+//! `MCP-Protocol-Version` against `_meta`) are applied where the body is decoded, in
+//! the parsing step of [`auth`](crate::auth).
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use axum::body::Body;
+//! use http::{Request, Response, StatusCode};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use vmcp_layers::headers::HeaderValidationLayer;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let service = ServiceBuilder::new()
+//!     .layer(HeaderValidationLayer::new().allow_host("mcp.example.com"))
+//!     .service_fn(|_req: Request<_>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+//! let request = Request::post("/mcp")
+//!     .header("host", "evil.example")
+//!     .body(Body::empty())
+//!     .unwrap();
+//! let response = service.oneshot(request).await.unwrap();
+//! assert_eq!(response.status(), StatusCode::FORBIDDEN);
+//! # });
+//! ```
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use futures::future::BoxFuture;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use tower::{Layer, Service};
+use tower_http::body::Limited;
+use tower_http::limit::{RequestBodyLimit, RequestBodyLimitLayer};
+
+use crate::jsonrpc;
+
+/// The default request body limit.
+pub const DEFAULT_BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+struct Rules {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    any_host: bool,
+}
+
+/// Produces [`HeaderValidation`] services; holds the allow-lists and the body limit.
+#[derive(Debug, Clone)]
+pub struct HeaderValidationLayer {
+    rules: Arc<Rules>,
+    body_limit: usize,
+}
+
+impl Default for HeaderValidationLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HeaderValidationLayer {
+    /// Loopback hosts and origins only, 8 MiB bodies.
+    pub fn new() -> Self {
+        Self {
+            rules: Arc::new(Rules {
+                hosts: Vec::new(),
+                origins: Vec::new(),
+                any_host: false,
+            }),
+            body_limit: DEFAULT_BODY_LIMIT,
+        }
+    }
+
+    /// Also accept this `Host` name (without port), e.g. the public hostname.
+    pub fn allow_host(mut self, host: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.rules)
+            .hosts
+            .push(host.into().to_ascii_lowercase());
+        self
+    }
+
+    /// Accept any `Host` (when a proxy in front already checks it).
+    pub fn allow_any_host(mut self) -> Self {
+        Arc::make_mut(&mut self.rules).any_host = true;
+        self
+    }
+
+    /// Also accept this `Origin` (`scheme://host[:port]`, compared exactly).
+    pub fn allow_origin(mut self, origin: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.rules)
+            .origins
+            .push(origin.into().to_ascii_lowercase());
+        self
+    }
+
+    /// The request body limit in bytes.
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = bytes;
+        self
+    }
+}
+
+impl<S> Layer<S> for HeaderValidationLayer {
+    type Service = HeaderValidation<S>;
+
+    fn layer(&self, inner: S) -> HeaderValidation<S> {
+        HeaderValidation {
+            inner: RequestBodyLimitLayer::new(self.body_limit).layer(inner),
+            rules: self.rules.clone(),
+        }
+    }
+}
+
+/// Validates the request head; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct HeaderValidation<S> {
+    inner: RequestBodyLimit<S>,
+    rules: Arc<Rules>,
+}
+
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The host part of `host[:port]` or `[v6]:port`, lowercased.
+fn host_name(authority: &str) -> String {
+    let authority = authority.trim().to_ascii_lowercase();
+    if let Some(rest) = authority.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or_default().to_owned();
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => host.to_owned(),
+        _ => authority,
+    }
+}
+
+impl Rules {
+    fn host_allowed(&self, headers: &HeaderMap, uri_host: Option<&str>) -> bool {
+        if self.any_host {
+            return true;
+        }
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .or(uri_host);
+        let Some(host) = host else { return false };
+        let host = host_name(host);
+        is_loopback(&host) || self.hosts.contains(&host)
+    }
+
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let Some(origin) = headers.get(header::ORIGIN) else {
+            return true;
+        };
+        let Ok(origin) = origin.to_str() else {
+            return false;
+        };
+        let origin = origin.to_ascii_lowercase();
+        if self.origins.contains(&origin) {
+            return true;
+        }
+        match origin.split_once("://") {
+            Some(("http" | "https", authority)) => is_loopback(&host_name(authority)),
+            _ => false,
+        }
+    }
+}
+
+fn accepts_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let essence = t.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("text/event-stream") || essence == "*/*"
+        })
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for HeaderValidation<S>
+where
+    S: Service<Request<Limited<ReqBody>>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let reject = |status, message: &str| {
+            let response = jsonrpc::error_response(status, None, jsonrpc::INVALID_REQUEST, message);
+            Box::pin(async move { Ok(response) }) as Self::Future
+        };
+        if !self.rules.host_allowed(req.headers(), req.uri().host()) {
+            tracing::warn!(host = ?req.headers().get(header::HOST), "rejected: Host not allowed");
+            return reject(StatusCode::FORBIDDEN, "Host header is not allowed");
+        }
+        if !self.rules.origin_allowed(req.headers()) {
+            tracing::warn!(origin = ?req.headers().get(header::ORIGIN), "rejected: Origin not allowed");
+            return reject(StatusCode::FORBIDDEN, "Origin header is not allowed");
+        }
+        if req.method() == Method::GET && !accepts_event_stream(req.headers()) {
+            return reject(
+                StatusCode::NOT_ACCEPTABLE,
+                "GET must accept text/event-stream",
+            );
+        }
+        let future = self.inner.call(req);
+        Box::pin(async move {
+            let response = future.await?;
+            if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                return Ok(jsonrpc::error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    None,
+                    jsonrpc::INVALID_REQUEST,
+                    "request body too large",
+                ));
+            }
+            Ok(response.map(Body::new))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use tower::ServiceExt;
+
+    fn service() -> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible> {
+        HeaderValidationLayer::new()
+            .allow_host("mcp.example.com")
+            .allow_origin("https://app.example.com")
+            .body_limit(16)
+            .layer(tower::service_fn(|_req: Request<Limited<Body>>| async {
+                Ok::<_, Infallible>(Response::new(Body::from("ok")))
+            }))
+    }
+
+    async fn status(req: Request<Body>) -> StatusCode {
+        service().oneshot(req).await.unwrap().status()
+    }
+
+    fn post() -> http::request::Builder {
+        Request::post("/mcp").header("host", "127.0.0.1:4483")
+    }
+
+    #[tokio::test]
+    async fn hosts_and_origins() {
+        assert_eq!(
+            status(post().body(Body::empty()).unwrap()).await,
+            StatusCode::OK
+        );
+        let req = Request::post("/mcp")
+            .header("host", "[::1]:80")
+            .body(Body::empty());
+        assert_eq!(status(req.unwrap()).await, StatusCode::OK);
+        let req = Request::post("/mcp").header("host", "MCP.example.com:443");
+        assert_eq!(
+            status(req.body(Body::empty()).unwrap()).await,
+            StatusCode::OK
+        );
+        let req = Request::post("/mcp").header("host", "rebind.attacker.net");
+        assert_eq!(
+            status(req.body(Body::empty()).unwrap()).await,
+            StatusCode::FORBIDDEN
+        );
+        for (origin, want) in [
+            ("http://localhost:3000", StatusCode::OK),
+            ("https://app.example.com", StatusCode::OK),
+            ("https://evil.example", StatusCode::FORBIDDEN),
+            ("null", StatusCode::FORBIDDEN),
+        ] {
+            let req = post().header("origin", origin).body(Body::empty()).unwrap();
+            assert_eq!(status(req).await, want, "{origin}");
+        }
+    }
+
+    #[tokio::test]
+    async fn get_needs_event_stream_and_bodies_are_limited() {
+        let req = Request::get("/mcp")
+            .header("host", "localhost")
+            .body(Body::empty());
+        assert_eq!(status(req.unwrap()).await, StatusCode::NOT_ACCEPTABLE);
+        let req = Request::get("/mcp")
+            .header("host", "localhost")
+            .header("accept", "text/event-stream")
+            .body(Body::empty());
+        assert_eq!(status(req.unwrap()).await, StatusCode::OK);
+        let req = post()
+            .header("content-length", "17")
+            .body(Body::from(vec![b'x'; 17]));
+        assert_eq!(status(req.unwrap()).await, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}

@@ -1,0 +1,231 @@
+//! The request and backend metrics, recorded both into OpenTelemetry instruments
+//! (exported over OTLP) and into a Prometheus registry (served as text at `/metrics`).
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter as OtelCounter, Histogram as OtelHistogram, Meter};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms … ~16 s
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+struct Otel {
+    requests: OtelCounter<u64>,
+    duration: OtelHistogram<f64>,
+    errors: OtelCounter<u64>,
+    backend_requests: OtelCounter<u64>,
+    backend_duration: OtelHistogram<f64>,
+    backend_errors: OtelCounter<u64>,
+}
+
+struct Prom {
+    registry: Mutex<Registry>,
+    requests: Family<Labels, Counter>,
+    duration: HistogramFamily,
+    errors: Family<Labels, Counter>,
+    backend_requests: Family<Labels, Counter>,
+    backend_duration: HistogramFamily,
+    backend_errors: Family<Labels, Counter>,
+}
+
+/// The gateway's metrics: per method, and per backend and method.
+pub struct Metrics {
+    otel: Option<Otel>,
+    prom: Option<Prom>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("otel", &self.otel.is_some())
+            .field("prometheus", &self.prom.is_some())
+            .finish()
+    }
+}
+
+impl Metrics {
+    /// Metrics into `meter` (OTLP) and/or a Prometheus registry.
+    pub fn new(meter: Option<&Meter>, prometheus: bool) -> Self {
+        let otel = meter.map(|m| Otel {
+            requests: m
+                .u64_counter("vmcp.requests")
+                .with_description("MCP requests served")
+                .build(),
+            duration: m
+                .f64_histogram("vmcp.request.duration")
+                .with_unit("s")
+                .with_description("MCP request duration")
+                .build(),
+            errors: m
+                .u64_counter("vmcp.request.errors")
+                .with_description("MCP requests that failed")
+                .build(),
+            backend_requests: m
+                .u64_counter("vmcp.backend.requests")
+                .with_description("Requests sent to backends")
+                .build(),
+            backend_duration: m
+                .f64_histogram("vmcp.backend.request.duration")
+                .with_unit("s")
+                .with_description("Backend request duration")
+                .build(),
+            backend_errors: m
+                .u64_counter("vmcp.backend.errors")
+                .with_description("Backend requests that failed")
+                .build(),
+        });
+        let prom = prometheus.then(|| {
+            let mut registry = Registry::default();
+            let prom = Prom {
+                requests: Family::default(),
+                duration: Family::new_with_constructor(latency_histogram as fn() -> Histogram),
+                errors: Family::default(),
+                backend_requests: Family::default(),
+                backend_duration: Family::new_with_constructor(
+                    latency_histogram as fn() -> Histogram,
+                ),
+                backend_errors: Family::default(),
+                registry: Mutex::new(Registry::default()),
+            };
+            registry.register(
+                "vmcp_requests",
+                "MCP requests served",
+                prom.requests.clone(),
+            );
+            registry.register(
+                "vmcp_request_duration_seconds",
+                "MCP request duration",
+                prom.duration.clone(),
+            );
+            registry.register(
+                "vmcp_request_errors",
+                "MCP requests that failed",
+                prom.errors.clone(),
+            );
+            registry.register(
+                "vmcp_backend_requests",
+                "Requests sent to backends",
+                prom.backend_requests.clone(),
+            );
+            registry.register(
+                "vmcp_backend_request_duration_seconds",
+                "Backend request duration",
+                prom.backend_duration.clone(),
+            );
+            registry.register(
+                "vmcp_backend_errors",
+                "Backend requests that failed",
+                prom.backend_errors.clone(),
+            );
+            *prom.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
+            prom
+        });
+        Self { otel, prom }
+    }
+
+    /// Whether anything is recorded.
+    pub fn enabled(&self) -> bool {
+        self.otel.is_some() || self.prom.is_some()
+    }
+
+    /// One served request.
+    pub fn request(&self, method: &str, elapsed: Duration, error: bool) {
+        if let Some(otel) = &self.otel {
+            let attrs = [KeyValue::new("mcp.method.name", method.to_owned())];
+            otel.requests.add(1, &attrs);
+            otel.duration.record(elapsed.as_secs_f64(), &attrs);
+            if error {
+                otel.errors.add(1, &attrs);
+            }
+        }
+        if let Some(prom) = &self.prom {
+            let labels: Labels = vec![("mcp_method", method.to_owned())];
+            prom.requests.get_or_create(&labels).inc();
+            prom.duration
+                .get_or_create(&labels)
+                .observe(elapsed.as_secs_f64());
+            if error {
+                prom.errors.get_or_create(&labels).inc();
+            }
+        }
+    }
+
+    /// One backend call.
+    pub fn backend(&self, backend: &str, method: &str, elapsed: Duration, error: bool) {
+        if let Some(otel) = &self.otel {
+            let attrs = [
+                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("vmcp.backend", backend.to_owned()),
+            ];
+            otel.backend_requests.add(1, &attrs);
+            otel.backend_duration.record(elapsed.as_secs_f64(), &attrs);
+            if error {
+                otel.backend_errors.add(1, &attrs);
+            }
+        }
+        if let Some(prom) = &self.prom {
+            let labels: Labels = vec![
+                ("backend", backend.to_owned()),
+                ("mcp_method", method.to_owned()),
+            ];
+            prom.backend_requests.get_or_create(&labels).inc();
+            prom.backend_duration
+                .get_or_create(&labels)
+                .observe(elapsed.as_secs_f64());
+            if error {
+                prom.backend_errors.get_or_create(&labels).inc();
+            }
+        }
+    }
+
+    /// The Prometheus text exposition, if Prometheus is enabled.
+    pub fn prometheus_text(&self) -> Option<String> {
+        let prom = self.prom.as_ref()?;
+        let mut text = String::new();
+        let registry = prom.registry.lock().unwrap_or_else(|e| e.into_inner());
+        prometheus_client::encoding::text::encode(&mut text, &registry).ok()?;
+        Some(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prometheus_text_has_the_counters() {
+        let metrics = Metrics::new(None, true);
+        metrics.request("tools/call", Duration::from_millis(3), false);
+        metrics.request("tools/call", Duration::from_millis(3), true);
+        metrics.backend("gh", "tools/call", Duration::from_millis(2), false);
+        let text = metrics.prometheus_text().unwrap();
+        assert!(
+            text.contains("vmcp_requests_total{mcp_method=\"tools/call\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vmcp_request_errors_total{mcp_method=\"tools/call\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "vmcp_backend_requests_total{backend=\"gh\",mcp_method=\"tools/call\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("vmcp_request_duration_seconds_count{mcp_method=\"tools/call\"} 2"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,592 @@
+//! Telemetry: an OpenTelemetry span per request and per backend call, request and
+//! backend metrics, W3C trace context for backends, and Prometheus text.
+//!
+//! - The request span (kind server) is named `<mcp.method.name> <target>` and carries
+//!   `mcp.method.name`, the tool/prompt/resource (`gen_ai.tool.name`,
+//!   `gen_ai.prompt.name`, `mcp.resource.uri`), `mcp.protocol.version`, the serving
+//!   backend (`vmcp.backend`, from [`backend_enrichment`](crate::backend_enrichment))
+//!   and the HTTP status. Its parent is the caller's `traceparent` header, or the
+//!   `traceparent` key of the request's `_meta`. It ends when the response body ends.
+//! - The layer attaches [`BackendCalls`]: the server opens a child span (kind client)
+//!   per backend call through it, records per-backend metrics, and sends the child's
+//!   `traceparent` to the backend in `_meta`.
+//! - Metrics: request count, duration histogram and error count per method; the same
+//!   per backend and method. Exported over OTLP (`metricsEnabled`) and/or as
+//!   Prometheus text ([`Telemetry::prometheus_text`], served at `/metrics` by
+//!   [`stack`](crate::stack) with `enablePrometheusMetricsPath`).
+//!
+//! OTLP uses HTTP/protobuf with a blocking client on the SDK's own threads, so it
+//! works from inside any runtime. Nothing is installed globally: the [`Telemetry`]
+//! owns its providers.
+//!
+//! ```
+//! use std::convert::Infallible;
+//! use axum::body::Body;
+//! use http::{Request, Response};
+//! use tower::{ServiceBuilder, ServiceExt};
+//! use vmcp_layers::telemetry::{Telemetry, TelemetryConfig};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let telemetry = Telemetry::from_config(&TelemetryConfig {
+//!     enable_prometheus_metrics_path: true,
+//!     ..TelemetryConfig::default()
+//! }).unwrap();
+//! let service = ServiceBuilder::new()
+//!     .layer(telemetry.layer())
+//!     .service_fn(|_req: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::empty())) });
+//! let response = service.oneshot(Request::post("/mcp").body(Body::empty()).unwrap()).await.unwrap();
+//! http_body_util::BodyExt::collect(response.into_body()).await.unwrap();
+//! assert!(telemetry.prometheus_text().unwrap().contains("vmcp_requests_total"));
+//! # });
+//! ```
+
+pub mod metrics;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use futures::future::BoxFuture;
+use http::{HeaderMap, Request, Response};
+use opentelemetry::propagation::{Extractor, TextMapPropagator};
+use opentelemetry::trace::{
+    Span as _, SpanKind, Status, TraceContextExt, Tracer as _, TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
+use serde::{Deserialize, Serialize};
+use tower::{Layer, Service};
+
+use crate::body::ObservedBody;
+use crate::context::{
+    BackendCallScope, BackendCalls, BackendObserver, BackendTarget, ParsedMcpRequest,
+};
+pub use metrics::Metrics;
+
+/// A sampling rate written as a number or a string (`"0.1"`, as the reference does).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SamplingRate {
+    /// `0.1`
+    Number(f64),
+    /// `"0.1"`
+    Text(String),
+}
+
+impl SamplingRate {
+    /// The rate, if it is a number in `[0, 1]`.
+    pub fn value(&self) -> Option<f64> {
+        let v = match self {
+            SamplingRate::Number(n) => *n,
+            SamplingRate::Text(t) => t.trim().parse().ok()?,
+        };
+        (0.0..=1.0).contains(&v).then_some(v)
+    }
+}
+
+/// `telemetry:` — OpenTelemetry and Prometheus.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TelemetryConfig {
+    /// The OTLP/HTTP collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` and
+    /// `/v1/metrics` are appended when the URL has no path). Without a scheme,
+    /// `http://` is assumed.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// `service.name` (default `vmcp`).
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// `service.version` (default the crate version).
+    #[serde(default)]
+    pub service_version: Option<String>,
+    /// Export traces.
+    #[serde(default)]
+    pub tracing_enabled: bool,
+    /// Export metrics over OTLP.
+    #[serde(default)]
+    pub metrics_enabled: bool,
+    /// Fraction of traces sampled (default 1.0); a caller's sampled parent is honoured.
+    #[serde(default)]
+    pub sampling_rate: Option<SamplingRate>,
+    /// Extra HTTP headers for the collector (e.g. an API key).
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Serve Prometheus text at `/metrics`.
+    #[serde(default)]
+    pub enable_prometheus_metrics_path: bool,
+    /// Extra resource attributes.
+    #[serde(default)]
+    pub custom_attributes: BTreeMap<String, String>,
+    /// How often metrics are pushed (default 60s).
+    #[serde(default, with = "humantime_serde")]
+    pub metrics_interval: Option<Duration>,
+}
+
+impl TelemetryConfig {
+    /// Check the section; messages name the field (`telemetry.samplingRate …`).
+    pub fn validate(&self, errors: &mut Vec<String>) {
+        if let Some(rate) = &self.sampling_rate
+            && rate.value().is_none()
+        {
+            errors.push("telemetry.samplingRate must be a number between 0 and 1".into());
+        }
+        if (self.tracing_enabled || self.metrics_enabled) && self.endpoint.is_none() {
+            errors.push(
+                "telemetry.endpoint is required when tracingEnabled or metricsEnabled is true"
+                    .into(),
+            );
+        }
+        if let Some(endpoint) = &self.endpoint
+            && reqwest::Url::parse(&normalize(endpoint)).is_err()
+        {
+            errors.push(format!("telemetry.endpoint {endpoint:?} is not a URL"));
+        }
+        if self.metrics_interval.is_some_and(|d| d.is_zero()) {
+            errors.push("telemetry.metricsInterval must be greater than 0".into());
+        }
+    }
+}
+
+fn normalize(endpoint: &str) -> String {
+    if endpoint.contains("://") {
+        endpoint.to_owned()
+    } else {
+        format!("http://{endpoint}")
+    }
+}
+
+/// `endpoint` + `/v1/<signal>` unless the endpoint already has a path.
+fn signal_url(endpoint: &str, signal: &str) -> String {
+    let endpoint = normalize(endpoint);
+    match reqwest::Url::parse(&endpoint) {
+        Ok(url) if url.path() == "/" || url.path().is_empty() => {
+            format!("{}/v1/{signal}", endpoint.trim_end_matches('/'))
+        }
+        _ => endpoint,
+    }
+}
+
+struct Shared {
+    tracer: Option<SdkTracer>,
+    metrics: Metrics,
+}
+
+/// The telemetry pipeline: tracer and meter providers and the metrics. Build the
+/// [`TelemetryLayer`] from it; keep it to flush and shut down.
+pub struct Telemetry {
+    shared: Arc<Shared>,
+    tracer_provider: Option<SdkTracerProvider>,
+    meter_provider: Option<SdkMeterProvider>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("tracing", &self.tracer_provider.is_some())
+            .field("metrics", &self.shared.metrics)
+            .finish()
+    }
+}
+
+/// Why the telemetry pipeline could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("telemetry: {0}")]
+pub struct TelemetryError(String);
+
+impl Telemetry {
+    /// Build the pipeline for `config`.
+    pub fn from_config(config: &TelemetryConfig) -> Result<Self, TelemetryError> {
+        let mut attributes = vec![KeyValue::new(
+            "service.version",
+            config
+                .service_version
+                .clone()
+                .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
+        )];
+        attributes.extend(
+            config
+                .custom_attributes
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
+        );
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name(config.service_name.clone().unwrap_or_else(|| "vmcp".into()))
+            .with_attributes(attributes)
+            .build();
+        let headers: HashMap<String, String> = config
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let endpoint = config.endpoint.as_deref();
+        let tracer_provider = match endpoint {
+            Some(endpoint) if config.tracing_enabled => {
+                let exporter = opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .with_endpoint(signal_url(endpoint, "traces"))
+                    .with_headers(headers.clone())
+                    .build()
+                    .map_err(|e| TelemetryError(e.to_string()))?;
+                let rate = config
+                    .sampling_rate
+                    .as_ref()
+                    .and_then(SamplingRate::value)
+                    .unwrap_or(1.0);
+                Some(
+                    SdkTracerProvider::builder()
+                        .with_batch_exporter(exporter)
+                        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+                            rate,
+                        ))))
+                        .with_resource(resource.clone())
+                        .build(),
+                )
+            }
+            _ => None,
+        };
+        let meter_provider = match endpoint {
+            Some(endpoint) if config.metrics_enabled => {
+                let exporter = opentelemetry_otlp::MetricExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .with_endpoint(signal_url(endpoint, "metrics"))
+                    .with_headers(headers)
+                    .build()
+                    .map_err(|e| TelemetryError(e.to_string()))?;
+                let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+                    .with_interval(config.metrics_interval.unwrap_or(Duration::from_secs(60)))
+                    .build();
+                Some(
+                    SdkMeterProvider::builder()
+                        .with_reader(reader)
+                        .with_resource(resource)
+                        .build(),
+                )
+            }
+            _ => None,
+        };
+        let meter = meter_provider
+            .as_ref()
+            .map(|p| opentelemetry::metrics::MeterProvider::meter(p, "vmcp"));
+        let shared = Arc::new(Shared {
+            tracer: tracer_provider.as_ref().map(|p| p.tracer("vmcp")),
+            metrics: Metrics::new(meter.as_ref(), config.enable_prometheus_metrics_path),
+        });
+        Ok(Self {
+            shared,
+            tracer_provider,
+            meter_provider,
+        })
+    }
+
+    /// The layer recording into this pipeline.
+    pub fn layer(&self) -> TelemetryLayer {
+        TelemetryLayer {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The Prometheus text exposition (when Prometheus is enabled).
+    pub fn prometheus_text(&self) -> Option<String> {
+        self.shared.metrics.prometheus_text()
+    }
+
+    /// Export everything buffered now. Blocks: call it from a blocking context.
+    pub fn force_flush(&self) {
+        if let Some(p) = &self.tracer_provider
+            && let Err(e) = p.force_flush()
+        {
+            tracing::warn!("trace flush failed: {e}");
+        }
+        if let Some(p) = &self.meter_provider
+            && let Err(e) = p.force_flush()
+        {
+            tracing::warn!("metrics flush failed: {e}");
+        }
+    }
+
+    /// Flush and stop the exporters. Blocks: call it from a blocking context.
+    pub fn shutdown(&self) {
+        if let Some(p) = &self.tracer_provider {
+            let _ = p.shutdown();
+        }
+        if let Some(p) = &self.meter_provider {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+/// Produces [`TelemetryService`]s.
+#[derive(Clone)]
+pub struct TelemetryLayer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for TelemetryLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetryLayer").finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for TelemetryLayer {
+    type Service = TelemetryService<S>;
+
+    fn layer(&self, inner: S) -> TelemetryService<S> {
+        TelemetryService {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Records spans and metrics; see the [module docs](self).
+#[derive(Clone)]
+pub struct TelemetryService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+impl<S> std::fmt::Debug for TelemetryService<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TelemetryService").finish_non_exhaustive()
+    }
+}
+
+struct Carrier<'a> {
+    headers: &'a HeaderMap,
+    meta_traceparent: Option<&'a str>,
+}
+
+impl Extractor for Carrier<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.headers
+            .get(key)
+            .and_then(|v| v.to_str().ok())
+            .or(if key == "traceparent" {
+                self.meta_traceparent
+            } else {
+                None
+            })
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.headers.keys().map(|k| k.as_str()).collect()
+    }
+}
+
+/// The W3C `traceparent` of a span context.
+fn traceparent(cx: &opentelemetry::trace::SpanContext) -> Option<String> {
+    cx.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            cx.trace_id(),
+            cx.span_id(),
+            cx.trace_flags().to_u8()
+        )
+    })
+}
+
+struct RequestObserver {
+    shared: Arc<Shared>,
+    parent: Context,
+}
+
+struct BackendScope {
+    shared: Arc<Shared>,
+    span: Option<opentelemetry_sdk::trace::Span>,
+    backend: String,
+    method: String,
+    started: Instant,
+}
+
+impl BackendObserver for RequestObserver {
+    fn start(&self, backend: &str, method: &str, name: Option<&str>) -> Box<dyn BackendCallScope> {
+        let span = self.shared.tracer.as_ref().map(|tracer| {
+            let mut attributes = vec![
+                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("vmcp.backend", backend.to_owned()),
+            ];
+            if let Some(name) = name {
+                attributes.push(KeyValue::new("vmcp.backend.target", name.to_owned()));
+            }
+            tracer
+                .span_builder(format!("{method} {backend}"))
+                .with_kind(SpanKind::Client)
+                .with_attributes(attributes)
+                .start_with_context(tracer, &self.parent)
+        });
+        Box::new(BackendScope {
+            shared: self.shared.clone(),
+            span,
+            backend: backend.to_owned(),
+            method: method.to_owned(),
+            started: Instant::now(),
+        })
+    }
+}
+
+impl BackendCallScope for BackendScope {
+    fn traceparent(&self) -> Option<String> {
+        self.span
+            .as_ref()
+            .and_then(|s| traceparent(s.span_context()))
+    }
+
+    fn end(mut self: Box<Self>, error: Option<&str>) {
+        self.shared.metrics.backend(
+            &self.backend,
+            &self.method,
+            self.started.elapsed(),
+            error.is_some(),
+        );
+        if let Some(span) = self.span.as_mut() {
+            if let Some(error) = error {
+                span.set_status(Status::error(error.to_owned()));
+            }
+            span.end();
+        }
+    }
+}
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for TelemetryService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        let started = Instant::now();
+        let parsed = req.extensions().get::<Arc<ParsedMcpRequest>>().cloned();
+        let method: Cow<'static, str> = match &parsed {
+            Some(p) => Cow::Owned(p.method.clone()),
+            None => Cow::Owned(format!("http {}", req.method())),
+        };
+        let mut span = None;
+        let mut parent = Context::new();
+        if let Some(tracer) = &self.shared.tracer {
+            let meta_traceparent = parsed
+                .as_ref()
+                .and_then(|p| p.meta.as_ref())
+                .and_then(|m| m.get("traceparent"))
+                .and_then(|v| v.as_str());
+            let remote = TraceContextPropagator::new().extract(&Carrier {
+                headers: req.headers(),
+                meta_traceparent,
+            });
+            let target = parsed.as_ref().and_then(|p| p.target());
+            let name = match target {
+                Some(t) => format!("{method} {t}"),
+                None => method.to_string(),
+            };
+            let mut attributes = vec![KeyValue::new("mcp.method.name", method.to_string())];
+            if let Some(p) = &parsed {
+                match (p.method.as_str(), p.target()) {
+                    ("tools/call", Some(t)) => {
+                        attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()))
+                    }
+                    ("prompts/get", Some(t)) => {
+                        attributes.push(KeyValue::new("gen_ai.prompt.name", t.to_owned()))
+                    }
+                    ("resources/read", Some(t)) => {
+                        attributes.push(KeyValue::new("mcp.resource.uri", t.to_owned()))
+                    }
+                    _ => {}
+                }
+                if let Some(revision) = p.revision {
+                    attributes.push(KeyValue::new("mcp.protocol.version", revision.as_str()));
+                }
+            }
+            if let Some(BackendTarget(backend)) = req.extensions().get::<BackendTarget>() {
+                attributes.push(KeyValue::new("vmcp.backend", backend.to_string()));
+            }
+            let s = tracer
+                .span_builder(name)
+                .with_kind(SpanKind::Server)
+                .with_attributes(attributes)
+                .start_with_context(tracer, &remote);
+            parent = Context::new().with_remote_span_context(s.span_context().clone());
+            span = Some(s);
+        }
+        req.extensions_mut()
+            .insert(BackendCalls(Arc::new(RequestObserver {
+                shared: self.shared.clone(),
+                parent,
+            })));
+        let shared = self.shared.clone();
+        let future = self.inner.call(req);
+        Box::pin(async move {
+            let response = future.await?;
+            let status = response.status();
+            Ok(response.map(move |body| {
+                Body::new(ObservedBody::new(body, 0, move |summary| {
+                    let error = status.is_client_error()
+                        || status.is_server_error()
+                        || (summary.aborted && summary.bytes == 0);
+                    shared.metrics.request(&method, started.elapsed(), error);
+                    if let Some(mut span) = span {
+                        span.set_attribute(KeyValue::new(
+                            "http.response.status_code",
+                            i64::from(status.as_u16()),
+                        ));
+                        if error {
+                            span.set_status(Status::error(format!("HTTP {}", status.as_u16())));
+                        }
+                        span.end();
+                    }
+                }))
+            }))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_urls() {
+        assert_eq!(
+            signal_url("http://127.0.0.1:4318", "traces"),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            signal_url("otel:4318/", "metrics"),
+            "http://otel:4318/v1/metrics"
+        );
+        assert_eq!(
+            signal_url("http://c/custom/path", "traces"),
+            "http://c/custom/path"
+        );
+    }
+
+    #[test]
+    fn sampling_rates() {
+        assert_eq!(SamplingRate::Text("0.1".into()).value(), Some(0.1));
+        assert_eq!(SamplingRate::Number(2.0).value(), None);
+        let mut errors = Vec::new();
+        TelemetryConfig {
+            tracing_enabled: true,
+            sampling_rate: Some(SamplingRate::Text("x".into())),
+            ..TelemetryConfig::default()
+        }
+        .validate(&mut errors);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+    }
+}
