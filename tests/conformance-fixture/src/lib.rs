@@ -290,6 +290,10 @@ struct Shared {
     /// Open `subscriptions/listen` streams, by a fixture-local key.
     listeners: Mutex<Vec<(u64, SubscriptionSink)>>,
     next_listener: AtomicU64,
+    /// Flipped by the trigger tools: the lists really change, so a gateway that only
+    /// forwards actual changes passes the same checks as a direct connection.
+    extra_tool: std::sync::atomic::AtomicBool,
+    extra_prompt: std::sync::atomic::AtomicBool,
 }
 
 /// The conformance fixture's rmcp `ServerHandler`. Clones share one state.
@@ -329,6 +333,8 @@ impl Fixture {
             codec: StateCodec::random(),
             listeners: Mutex::new(Vec::new()),
             next_listener: AtomicU64::new(0),
+            extra_tool: std::sync::atomic::AtomicBool::new(false),
+            extra_prompt: std::sync::atomic::AtomicBool::new(false),
         };
         Self {
             shared: Arc::new(shared),
@@ -685,7 +691,20 @@ impl ServerHandler for Fixture {
         _params: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.shared.tools.clone()))
+        let mut tools = self.shared.tools.clone();
+        if self.shared.extra_tool.load(Ordering::Relaxed) {
+            tools.push(Tool::new(
+                "test_trigger_added_tool",
+                "Present while test_trigger_tool_change has been called an odd number of times",
+                Arc::new(
+                    json!({"type": "object", "properties": {}})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
+                ),
+            ));
+        }
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(
@@ -781,8 +800,14 @@ impl ServerHandler for Fixture {
                 json!([{"type": "text", "text": "Success"}])
             }
             "test_trigger_tool_change" | "test_trigger_prompt_change" => {
-                self.notify_listeners(params.name == "test_trigger_tool_change")
-                    .await;
+                let tools = params.name == "test_trigger_tool_change";
+                let flag = if tools {
+                    &self.shared.extra_tool
+                } else {
+                    &self.shared.extra_prompt
+                };
+                flag.fetch_xor(true, Ordering::Relaxed);
+                self.notify_listeners(tools).await;
                 json!([{"type": "text", "text": "Mutation triggered"}])
             }
             "test_sampling" => {
@@ -866,9 +891,15 @@ impl ServerHandler for Fixture {
         _params: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(
-            self.shared.prompts.clone(),
-        ))
+        let mut prompts = self.shared.prompts.clone();
+        if self.shared.extra_prompt.load(Ordering::Relaxed) {
+            prompts.push(Prompt::new(
+                "test_trigger_added_prompt",
+                Some("Present while test_trigger_prompt_change has been called an odd number of times"),
+                None,
+            ));
+        }
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
