@@ -113,28 +113,69 @@ async fn origin_accept_and_body_limit() {
     let get = client.get(gw.url()).send().await.unwrap();
     assert_eq!(get.status(), 406, "GET without Accept: text/event-stream");
 
-    // 9 MiB: refused from Content-Length, and when streamed without one.
-    let big = vec![b' '; 9 * 1024 * 1024];
-    let sized = client
-        .post(gw.url())
-        .header("Content-Type", "application/json")
-        .body(big.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(sized.status(), 413);
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
-        big.chunks(1024 * 1024).map(|c| Ok(c.to_vec())).collect();
-    let streamed = client
-        .post(gw.url())
-        .header("Content-Type", "application/json")
-        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(streamed.status(), 413);
-    let body: serde_json::Value = streamed.json().await.unwrap();
-    assert_eq!(body["error"]["message"], "request body too large");
+    // Over 8 MiB: refused from Content-Length before any body byte is sent, and
+    // when a chunked body grows past the limit. Raw HTTP/1.1, so the client writes
+    // no more than the server reads and the answer is never lost to a reset.
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        9 * 1024 * 1024
+    );
+    let (status, body) = raw_http(gw.addr, head.as_bytes(), &[]).await;
+    assert_eq!(status, 413, "{body}");
+    let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let mut chunks: Vec<Vec<u8>> = (0..8).map(|_| chunk(&vec![b' '; 1024 * 1024])).collect();
+    chunks.push(chunk(b" "));
+    let (status, body) = raw_http(gw.addr, head.as_bytes(), &chunks).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(body.contains("request body too large"), "{body}");
+}
+
+fn chunk(data: &[u8]) -> Vec<u8> {
+    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// Write `head` and `chunks`, then read one response: (status, body text).
+async fn raw_http(addr: std::net::SocketAddr, head: &[u8], chunks: &[Vec<u8>]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head).await.unwrap();
+    for c in chunks {
+        stream.write_all(c).await.unwrap();
+    }
+    let mut response = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = stream.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        response.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&response);
+        if let Some((headers, body)) = text.split_once("\r\n\r\n")
+            && let Some(len) = headers.lines().find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(str::to_owned)
+            })
+            && body.len() >= len.trim().parse::<usize>().unwrap()
+        {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
