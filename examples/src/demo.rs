@@ -42,6 +42,8 @@ pub struct DemoSpec {
     pub prompts: Vec<String>,
     /// Page size of this backend's own lists (`None`: one page).
     pub page_size: Option<usize>,
+    /// Serve only MCP 2025-11-25 (no `server/discover`), like an older server.
+    pub legacy_only: bool,
 }
 
 impl DemoSpec {
@@ -58,7 +60,129 @@ impl DemoSpec {
 /// The handler of a demo backend.
 #[derive(Debug, Clone)]
 pub struct DemoBackend {
-    spec: Arc<DemoSpec>,
+    spec: Arc<std::sync::RwLock<DemoSpec>>,
+    hub: Arc<Hub>,
+}
+
+/// Who to notify: Legacy sessions and Modern listen streams.
+#[derive(Debug, Default)]
+struct Hub {
+    legacy: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
+    modern: std::sync::Mutex<Vec<rmcp::service::SubscriptionSink>>,
+    sent: std::sync::atomic::AtomicU64,
+}
+
+/// Which list a [`DemoControl`] change touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DemoList {
+    /// `tools/list`
+    Tools,
+    /// `resources/list` (and templates)
+    Resources,
+    /// `prompts/list`
+    Prompts,
+}
+
+/// Changes a running demo backend and announces the changes, like a real server
+/// whose capabilities change at runtime.
+#[derive(Debug, Clone)]
+pub struct DemoControl {
+    spec: Arc<std::sync::RwLock<DemoSpec>>,
+    hub: Arc<Hub>,
+}
+
+impl DemoControl {
+    /// Edit the spec, then send the list-changed notification for `list`.
+    pub async fn change(&self, list: DemoList, edit: impl FnOnce(&mut DemoSpec)) {
+        edit(&mut self.spec.write().unwrap_or_else(|e| e.into_inner()));
+        self.announce(list).await;
+    }
+
+    /// Send the list-changed notification for `list` to every session and stream.
+    pub async fn announce(&self, list: DemoList) {
+        let legacy = self
+            .hub
+            .legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for peer in legacy {
+            let sent = match list {
+                DemoList::Tools => peer.notify_tool_list_changed().await,
+                DemoList::Resources => peer.notify_resource_list_changed().await,
+                DemoList::Prompts => peer.notify_prompt_list_changed().await,
+            };
+            if sent.is_ok() {
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let modern = self
+            .hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for sink in modern {
+            let sent = match list {
+                DemoList::Tools => sink.notify_tool_list_changed().await,
+                DemoList::Resources => sink.notify_resource_list_changed().await,
+                DemoList::Prompts => sink.notify_prompt_list_changed().await,
+            };
+            if sent.is_ok() {
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Send `notifications/resources/updated` for `uri` to every Legacy session and
+    /// every stream subscribed to it.
+    pub async fn resource_updated(&self, uri: &str) {
+        let legacy = self
+            .hub
+            .legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for peer in legacy {
+            let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
+            if peer.notify_resource_updated(param).await.is_ok() {
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let modern = self
+            .hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for sink in modern {
+            if sink.notify_resource_updated(uri).await.is_ok() {
+                self.hub
+                    .sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Notifications sent so far.
+    pub fn sent(&self) -> u64 {
+        self.hub.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Open Modern listen streams (those still registered).
+    pub fn listeners(&self) -> usize {
+        self.hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
 }
 
 fn schema(tool: &str) -> Arc<Map<String, Value>> {
@@ -104,32 +228,105 @@ impl DemoBackend {
     /// A backend serving `spec`.
     pub fn new(spec: DemoSpec) -> Self {
         Self {
-            spec: Arc::new(spec),
+            spec: Arc::new(std::sync::RwLock::new(spec)),
+            hub: Arc::default(),
         }
     }
 
+    /// A handle that changes this backend at runtime.
+    pub fn control(&self) -> DemoControl {
+        DemoControl {
+            spec: self.spec.clone(),
+            hub: self.hub.clone(),
+        }
+    }
+
+    fn spec(&self) -> DemoSpec {
+        self.spec.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     fn tool_list(&self) -> Vec<Tool> {
-        self.spec
-            .tools
+        let spec = self.spec();
+        spec.tools
             .iter()
-            .map(|t| Tool::new(t.clone(), format!("{} on {}", t, self.spec.name), schema(t)))
+            .map(|t| Tool::new(t.clone(), format!("{} on {}", t, spec.name), schema(t)))
             .collect()
     }
 }
 
 impl ServerHandler for DemoBackend {
     fn get_info(&self) -> ServerConfig {
-        let mut caps = ServerCapabilities::builder().enable_tools().build();
-        if !self.spec.resources.is_empty() || !self.spec.templates.is_empty() {
-            caps.resources = Some(Default::default());
-            caps.completions = Some(Default::default());
+        let spec = self.spec();
+        let caps = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_completions()
+            .build();
+        ServerConfig::new(caps).with_server_info(Implementation::new(spec.name, "1.0.0"))
+    }
+
+    fn supported_protocol_versions(
+        &self,
+    ) -> std::borrow::Cow<'static, [rmcp::model::ProtocolVersion]> {
+        if self.spec().legacy_only {
+            std::borrow::Cow::Owned(vec![rmcp::model::ProtocolVersion::V_2025_11_25])
+        } else {
+            std::borrow::Cow::Borrowed(rmcp::model::ProtocolVersion::KNOWN_VERSIONS)
         }
-        if !self.spec.prompts.is_empty() {
-            caps.prompts = Some(Default::default());
-            caps.completions = Some(Default::default());
-        }
-        ServerConfig::new(caps)
-            .with_server_info(Implementation::new(self.spec.name.clone(), "1.0.0"))
+    }
+
+    async fn on_initialized(&self, ctx: rmcp::service::NotificationContext<RoleServer>) {
+        self.hub
+            .legacy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(ctx.peer);
+    }
+
+    #[allow(deprecated)] // the Legacy subscription mechanism
+    async fn subscribe(
+        &self,
+        _: rmcp::model::SubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    #[allow(deprecated)] // the Legacy subscription mechanism
+    async fn unsubscribe(
+        &self,
+        _: rmcp::model::UnsubscribeRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, ctx: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let sink = ctx.sink().clone();
+        self.hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(sink.clone());
+        ctx.cancelled().await;
+        self.hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|s| s.id() != sink.id());
+        Ok(())
     }
 
     async fn list_tools(
@@ -137,7 +334,7 @@ impl ServerHandler for DemoBackend {
         params: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (tools, next) = paginate(&self.tool_list(), self.spec.page_size, &params)?;
+        let (tools, next) = paginate(&self.tool_list(), self.spec().page_size, &params)?;
         let mut result = ListToolsResult::with_all_items(tools);
         result.next_cursor = next;
         Ok(result)
@@ -152,7 +349,8 @@ impl ServerHandler for DemoBackend {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if !self.spec.tools.iter().any(|t| *t == params.name) {
+        let spec = self.spec();
+        if !spec.tools.iter().any(|t| *t == params.name) {
             return Err(ErrorData::invalid_params(
                 format!("no tool {}", params.name),
                 None,
@@ -160,9 +358,9 @@ impl ServerHandler for DemoBackend {
         }
         let args = &params.arguments;
         let text = match params.name.as_ref() {
-            "echo" => format!("{}: {}", self.spec.name, text_arg(args, "text")),
+            "echo" => format!("{}: {}", spec.name, text_arg(args, "text")),
             "upper" => text_arg(args, "text").to_uppercase(),
-            "whoami" => self.spec.name.clone(),
+            "whoami" => spec.name.clone(),
             "traceparent" => ctx.meta.0.get_traceparent().unwrap_or("none").to_owned(),
             "add" => {
                 let n = |k: &str| args.as_ref().and_then(|a| a.get(k)).and_then(Value::as_i64);
@@ -181,7 +379,7 @@ impl ServerHandler for DemoBackend {
                     CallToolResult::error(vec![ContentBlock::text("failed on purpose")]).into(),
                 );
             }
-            other => format!("{}/{}", self.spec.name, other),
+            other => format!("{}/{}", spec.name, other),
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
     }
@@ -191,13 +389,13 @@ impl ServerHandler for DemoBackend {
         params: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        let all: Vec<Resource> = self
-            .spec
+        let spec = self.spec();
+        let all: Vec<Resource> = spec
             .resources
             .iter()
-            .map(|u| Resource::new(u.clone(), format!("{u} ({})", self.spec.name)))
+            .map(|u| Resource::new(u.clone(), format!("{u} ({})", spec.name)))
             .collect();
-        let (items, next) = paginate(&all, self.spec.page_size, &params)?;
+        let (items, next) = paginate(&all, spec.page_size, &params)?;
         let mut result = ListResourcesResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result)
@@ -208,13 +406,13 @@ impl ServerHandler for DemoBackend {
         params: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let all: Vec<ResourceTemplate> = self
-            .spec
+        let spec = self.spec();
+        let all: Vec<ResourceTemplate> = spec
             .templates
             .iter()
-            .map(|t| ResourceTemplate::new(t.clone(), format!("template on {}", self.spec.name)))
+            .map(|t| ResourceTemplate::new(t.clone(), format!("template on {}", spec.name)))
             .collect();
-        let (items, next) = paginate(&all, self.spec.page_size, &params)?;
+        let (items, next) = paginate(&all, spec.page_size, &params)?;
         let mut result = ListResourceTemplatesResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result)
@@ -225,8 +423,9 @@ impl ServerHandler for DemoBackend {
         params: ReadResourceRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let known = self.spec.resources.contains(&params.uri)
-            || self.spec.templates.iter().any(|t| {
+        let spec = self.spec();
+        let known = spec.resources.contains(&params.uri)
+            || spec.templates.iter().any(|t| {
                 let prefix = t.split('{').next().unwrap_or_default();
                 params.uri.starts_with(prefix)
             });
@@ -236,7 +435,7 @@ impl ServerHandler for DemoBackend {
                 None,
             ));
         }
-        let text = format!("{} from {}", params.uri, self.spec.name);
+        let text = format!("{} from {}", params.uri, spec.name);
         Ok(ReadResourceResult::new(vec![ResourceContents::text(text, params.uri)]).into())
     }
 
@@ -245,19 +444,19 @@ impl ServerHandler for DemoBackend {
         params: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let all: Vec<Prompt> = self
-            .spec
+        let spec = self.spec();
+        let all: Vec<Prompt> = spec
             .prompts
             .iter()
             .map(|p| {
                 Prompt::new(
                     p.clone(),
-                    Some(format!("prompt on {}", self.spec.name)),
+                    Some(format!("prompt on {}", spec.name)),
                     Some(vec![PromptArgument::new("topic")]),
                 )
             })
             .collect();
-        let (items, next) = paginate(&all, self.spec.page_size, &params)?;
+        let (items, next) = paginate(&all, spec.page_size, &params)?;
         let mut result = ListPromptsResult::with_all_items(items);
         result.next_cursor = next;
         Ok(result)
@@ -268,14 +467,15 @@ impl ServerHandler for DemoBackend {
         params: GetPromptRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        if !self.spec.prompts.contains(&params.name) {
+        let spec = self.spec();
+        if !spec.prompts.contains(&params.name) {
             return Err(ErrorData::invalid_params(
                 format!("no prompt {}", params.name),
                 None,
             ));
         }
         let topic = text_arg(&params.arguments.map(|a| a.into_iter().collect()), "topic");
-        let text = format!("{} from {} about {}", params.name, self.spec.name, topic);
+        let text = format!("{} from {} about {}", params.name, spec.name, topic);
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
     }
 
@@ -284,15 +484,16 @@ impl ServerHandler for DemoBackend {
         params: CompleteRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        let spec = self.spec();
         let owner = match &params.r#ref {
-            Reference::Prompt(p) => self.spec.prompts.contains(&p.name),
-            Reference::Resource(r) => self.spec.templates.contains(&r.uri),
+            Reference::Prompt(p) => spec.prompts.contains(&p.name),
+            Reference::Resource(r) => spec.templates.contains(&r.uri),
             _ => false,
         };
         let values: Vec<String> = if owner {
             ["alpha", "beta", "gamma"]
                 .iter()
-                .map(|v| format!("{v}-{}", self.spec.name))
+                .map(|v| format!("{v}-{}", spec.name))
                 .filter(|v| v.starts_with(&params.argument.value))
                 .collect()
         } else {
@@ -310,12 +511,18 @@ pub struct RunningDemo {
     /// Where it listens.
     pub addr: SocketAddr,
     stop: CancellationToken,
+    control: DemoControl,
 }
 
 impl RunningDemo {
     /// The MCP endpoint URL.
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// A handle that changes the backend at runtime and announces it.
+    pub fn control(&self) -> &DemoControl {
+        &self.control
     }
 
     /// Stop serving (open connections are closed).
@@ -336,6 +543,7 @@ pub async fn spawn(spec: DemoSpec, port: u16) -> std::io::Result<RunningDemo> {
     let addr = listener.local_addr()?;
     let stop = CancellationToken::new();
     let backend = DemoBackend::new(spec);
+    let control = backend.control();
     let service: StreamableHttpService<DemoBackend, LocalSessionManager> =
         StreamableHttpService::new(
             move || Ok(backend.clone()),
@@ -351,5 +559,9 @@ pub async fn spawn(spec: DemoSpec, port: u16) -> std::io::Result<RunningDemo> {
             .with_graceful_shutdown(async move { token.cancelled_owned().await })
             .await;
     });
-    Ok(RunningDemo { addr, stop })
+    Ok(RunningDemo {
+        addr,
+        stop,
+        control,
+    })
 }

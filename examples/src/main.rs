@@ -115,14 +115,14 @@ async fn run(command: Command) -> anyhow::Result<()> {
 }
 
 async fn serve(
-    config: Option<PathBuf>,
+    config_path: Option<PathBuf>,
     host: IpAddr,
     port: u16,
     mut allowed_hosts: Vec<String>,
 ) -> anyhow::Result<()> {
-    let (config, _demo) = match config {
+    let (config, _demo) = match &config_path {
         Some(path) => {
-            let loaded = load_file(&path)?;
+            let loaded = load_file(path)?;
             report_ignored(&loaded);
             (loaded.config, None)
         }
@@ -150,9 +150,9 @@ async fn serve(
     }
     // With incomingAuth, audit or telemetry configured, serve the full layer stack
     // (recovery, header checks, audit, auth, discovery, authorization, telemetry,
-    // gate); otherwise the bare service.
+    // gate) at /mcp; otherwise the bare service.
     let mut telemetry = None;
-    let app = if gateway.aggregator().config().has_layers() {
+    let mcp = if gateway.aggregator().config().has_layers() {
         let mut headers = vmcp_layers::headers::HeaderValidationLayer::new();
         for host in &allowed_hosts {
             headers = headers.allow_host(host.clone());
@@ -164,6 +164,10 @@ async fn serve(
     } else {
         axum::Router::new().nest_service("/mcp", gateway.service_with(http))
     };
+    let app = mcp.merge(gateway.status_router());
+    if let Some(path) = config_path {
+        tokio::spawn(reload_on_sighup(gateway.clone(), path));
+    }
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(host, port)).await?;
     let addr = listener.local_addr()?;
     let catalog = gateway.aggregator().catalog();
@@ -188,6 +192,29 @@ async fn serve(
     tracing::info!("vmcp stopped");
     Ok(())
 }
+
+/// Re-read the configuration file on SIGHUP and apply it without a restart. A file
+/// that does not validate is refused (logged) and the running configuration kept.
+#[cfg(unix)]
+async fn reload_on_sighup(gateway: std::sync::Arc<Vmcp>, path: PathBuf) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot listen for SIGHUP; configuration reload is off");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match load_file(&path) {
+            Ok(loaded) => {
+                report_ignored(&loaded);
+                gateway.reload(loaded.config).await;
+            }
+            Err(error) => tracing::error!("configuration reload refused: {error}"),
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn reload_on_sighup(_: std::sync::Arc<Vmcp>, _: PathBuf) {}
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();

@@ -241,3 +241,89 @@ async fn open_legacy_stream(url: &str) -> reqwest::Response {
     assert_eq!(stream.status(), 200, "GET stream opened");
     stream
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_config_file_under_a_live_session() {
+    use vmcp_examples::demo::{DemoSpec, spawn};
+    use vmcp_tests::Listener;
+
+    let a = spawn(DemoSpec::new("a", &["x"]), 0).await.unwrap();
+    let b = spawn(DemoSpec::new("b", &["y"]), 0).await.unwrap();
+    let path = temp_file(
+        "reload",
+        &format!("backends:\n  - {{name: a, url: '{}'}}\n", a.url()),
+    );
+    let port = free_port();
+    let log = path.with_extension("log");
+    let mut server = Command::new(VMCP)
+        .args(["serve", "-c"])
+        .arg(&path)
+        .args(["--port", &port.to_string()])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut session = Listener::legacy(&url).await;
+    assert_eq!(session.tools().await, ["a_x"]);
+    let hup = |pid: u32| {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+    };
+    let pid = server.id().unwrap();
+
+    std::fs::write(
+        &path,
+        format!(
+            "backends:\n  - {{name: a, url: '{}'}}\n  - {{name: b, url: '{}'}}\n",
+            a.url(),
+            b.url()
+        ),
+    )
+    .unwrap();
+    hup(pid);
+    session.expect("tools").await;
+    assert_eq!(session.tools().await, ["a_x", "b_y"]);
+
+    // An invalid file is refused; the running configuration stays.
+    std::fs::write(&path, "backends: [{name: a, url: nope}]\n").unwrap();
+    hup(pid);
+    let refused = vmcp_tests::eventually(|| {
+        std::fs::read_to_string(&log).is_ok_and(|l| {
+            l.contains("configuration reload refused")
+                && l.contains("backends[0].url must start with http:// or https://")
+        })
+    })
+    .await;
+    assert!(refused, "the invalid file is refused with its error");
+    assert_eq!(
+        session.tools().await,
+        ["a_x", "b_y"],
+        "still the running configuration"
+    );
+    std::fs::write(
+        &path,
+        format!("backends:\n  - {{name: b, url: '{}'}}\n", b.url()),
+    )
+    .unwrap();
+    hup(pid);
+    session.expect("tools").await;
+    assert_eq!(
+        session.tools().await,
+        ["b_y"],
+        "the session outlived both reloads"
+    );
+    let status: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(status["backends"].as_array().unwrap().len(), 1, "{status}");
+    let _ = server.kill().await;
+}

@@ -9,5 +9,6 @@ mod authz;
 mod conflicts;
 mod failures;
 mod filtering;
+mod live;
 mod pagination;
 mod pipeline;

@@ -49,6 +49,12 @@ OPS = (
     "read_resource",
     "get_prompt",
     "complete",
+    "subscribe",
+    "unsubscribe",
+    "listen",
+    "stop_listen",
+    "wait_notification",
+    "count_notifications",
 )
 MAX_PAGES = 1000  # guard against a server that never stops returning nextCursor
 
@@ -145,8 +151,98 @@ def _ref(ref: dict[str, Any]) -> PromptReference | ResourceTemplateReference:
     raise ValueError(f"unknown ref type {kind!r}")
 
 
-async def run_op(client: Client, op: dict[str, Any]) -> dict[str, Any]:
+class Inbox:
+    """Change notifications received so far (Legacy: session messages; Modern: listen events),
+    as wire method names in arrival order, plus the URI of resources/updated."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+        self.consumed = 0
+        self.changed = anyio.Event()
+        self.listen_scope: anyio.CancelScope | None = None
+
+    def add(self, method: str, uri: str | None = None) -> None:
+        entry: dict[str, Any] = {"method": method}
+        if uri is not None:
+            entry["uri"] = uri
+        self.seen.append(entry)
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def on_message(self, message: Any) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if isinstance(method, str) and method.startswith("notifications/") and "list_changed" in method or method == "notifications/resources/updated":
+            params = getattr(root, "params", None)
+            uri = getattr(params, "uri", None)
+            self.add(method, str(uri) if uri is not None else None)
+
+    async def wait(self, method: str, timeout: float) -> dict[str, Any]:
+        """The next unconsumed notification with `method` (earlier others are skipped)."""
+        with anyio.fail_after(timeout):
+            while True:
+                for i in range(self.consumed, len(self.seen)):
+                    if self.seen[i]["method"] == method:
+                        self.consumed = i + 1
+                        return self.seen[i]
+                await self.changed.wait()
+
+
+EVENT_METHODS = {
+    "ToolsListChanged": "notifications/tools/list_changed",
+    "PromptsListChanged": "notifications/prompts/list_changed",
+    "ResourcesListChanged": "notifications/resources/list_changed",
+    "ResourceUpdated": "notifications/resources/updated",
+}
+
+
+async def run_op(client: Client, op: dict[str, Any], inbox: Inbox | None = None, tg: Any = None) -> dict[str, Any]:
     kind = op.get("op")
+    inbox = inbox or Inbox()
+    if kind == "subscribe":
+        await client.subscribe_resource(op["uri"])
+        return {"ok": True}
+    if kind == "unsubscribe":
+        await client.unsubscribe_resource(op["uri"])
+        return {"ok": True}
+    if kind == "listen":
+        ready = anyio.Event()
+        honored: dict[str, Any] = {}
+        failure: list[BaseException] = []
+        scope = anyio.CancelScope()
+        inbox.listen_scope = scope
+
+        async def pump() -> None:
+            with scope:
+                try:
+                    async with client.listen(
+                        tools_list_changed=bool(op.get("tools")),
+                        prompts_list_changed=bool(op.get("prompts")),
+                        resources_list_changed=bool(op.get("resources")),
+                        resource_subscriptions=list(op.get("uris") or []),
+                    ) as sub:
+                        honored.update(_dump(sub.honored) or {})
+                        ready.set()
+                        async for event in sub:
+                            uri = getattr(event, "uri", None)
+                            inbox.add(EVENT_METHODS.get(type(event).__name__, type(event).__name__), str(uri) if uri is not None else None)
+                except Exception as exc:  # noqa: BLE001 - reported through the op result
+                    failure.append(exc)
+                    ready.set()
+
+        tg.start_soon(pump)
+        await ready.wait()
+        if failure:
+            raise failure[0]
+        return {"honored": honored}
+    if kind == "stop_listen":
+        if inbox.listen_scope is not None:
+            inbox.listen_scope.cancel()
+        return {"ok": True}
+    if kind == "wait_notification":
+        return await inbox.wait(op["method"], float(op.get("timeout", 10)))
+    if kind == "count_notifications":
+        return {"count": sum(1 for n in inbox.seen if n["method"] == op["method"])}
     if kind == "list_tools":
         tools, pages = await _all_pages(client.list_tools, "tools")
         return {
@@ -196,13 +292,16 @@ async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float, tr
     try:
         with anyio.fail_after(timeout * (len(ops) + 1)):
             server: Any = sse_client(url, timeout=timeout) if use_sse(url, transport) else url
-            async with Client(server, mode=mode, cache=None, read_timeout_seconds=timeout) as client:
+            inbox = Inbox()
+            async with anyio.create_task_group() as tg, Client(
+                server, mode=mode, cache=None, read_timeout_seconds=timeout, message_handler=inbox.on_message
+            ) as client:
                 connected = True
                 out["protocol"] = client.protocol_version
                 out["server"] = client.server_info.name if client.server_info else None
                 for op in ops:
                     try:
-                        out["results"].append(await run_op(client, op))
+                        out["results"].append(await run_op(client, op, inbox, tg))
                         reached = True
                     except Exception as exc:  # noqa: BLE001 - every failure is reported, then we go on
                         out["results"].append(error_entry(exc))
@@ -212,6 +311,8 @@ async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float, tr
                             first_connect_error = _describe(exc)
                     if out["server"] is None:
                         out["server"] = Seen.server
+                if inbox.listen_scope is not None:
+                    inbox.listen_scope.cancel()
     except Exception as exc:  # noqa: BLE001
         if not connected or (not reached and is_connect_failure(exc)):
             return {"connect_error": _describe(exc)}

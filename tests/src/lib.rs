@@ -222,7 +222,9 @@ impl Drop for Gateway {
 /// Start the gateway for `config` on a free loopback port.
 pub async fn gateway(config: VmcpConfig) -> Gateway {
     let vmcp = Vmcp::start(config).await.expect("gateway starts");
-    let app = axum::Router::new().nest_service("/mcp", vmcp.service());
+    let app = axum::Router::new()
+        .nest_service("/mcp", vmcp.service())
+        .merge(vmcp.status_router());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind gateway");
@@ -300,4 +302,200 @@ pub fn names(result: &Value, list: &str, key: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// GET a status route of the gateway (`/status`, `/readyz`, …): status and JSON.
+pub async fn status_json(gw: &Gateway, path: &str) -> (u16, Value) {
+    let response = reqwest::get(format!("http://{}{path}", gw.addr))
+        .await
+        .expect("GET status route");
+    let code = response.status().as_u16();
+    (code, response.json().await.expect("status JSON"))
+}
+
+/// Poll `check` until it holds (bounded by ~10 s); returns whether it did.
+pub async fn eventually(mut check: impl FnMut() -> bool) -> bool {
+    for _ in 0..400 {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    false
+}
+
+/// An rmcp client handler that records the change notifications it receives.
+#[derive(Clone)]
+pub struct Recorder {
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+impl rmcp::ClientHandler for Recorder {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        let _ = self.tx.send("tools".into());
+    }
+    async fn on_prompt_list_changed(
+        &self,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.tx.send("prompts".into());
+    }
+    async fn on_resource_list_changed(
+        &self,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.tx.send("resources".into());
+    }
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        let _ = self.tx.send(format!("updated {}", params.uri));
+    }
+}
+
+/// A client whose change notifications can be awaited, on either revision.
+pub struct Listener {
+    /// The client connection.
+    pub client: rmcp::service::RunningService<rmcp::RoleClient, Recorder>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    /// Received and not yet taken.
+    backlog: Vec<String>,
+    _pump: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Listener {
+    /// A Legacy (2025-11-25) session: notifications arrive on its GET stream.
+    pub async fn legacy(url: &str) -> Self {
+        Self::connect(url, rmcp::service::ClientLifecycleMode::Initialize, None).await
+    }
+
+    /// A Modern (2026-07-28) client with a `subscriptions/listen` stream for all three
+    /// list changes and `uris`.
+    pub async fn modern(url: &str, uris: &[&str]) -> Self {
+        let mut filter = rmcp::model::SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        if !uris.is_empty() {
+            filter.resource_subscriptions = Some(uris.iter().map(|u| u.to_string()).collect());
+        }
+        let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
+            preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+        };
+        Self::connect(url, lifecycle, Some(filter)).await
+    }
+
+    async fn connect(
+        url: &str,
+        lifecycle: rmcp::service::ClientLifecycleMode,
+        listen: Option<rmcp::model::SubscriptionFilter>,
+    ) -> Self {
+        use rmcp::ClientServiceExt;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+        let client = Recorder { tx: tx.clone() }
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+            .expect("client connects to the gateway");
+        let pump = match listen {
+            None => None,
+            Some(filter) => {
+                let mut subscription = client.listen(filter).await.expect("listen acknowledged");
+                Some(tokio::spawn(async move {
+                    use rmcp::model::ServerNotification as N;
+                    while let Ok(Some(n)) = subscription.next().await {
+                        let name = match n {
+                            N::ToolListChangedNotification(_) => "tools".to_owned(),
+                            N::PromptListChangedNotification(_) => "prompts".to_owned(),
+                            N::ResourceListChangedNotification(_) => "resources".to_owned(),
+                            N::ResourceUpdatedNotification(u) => {
+                                format!("updated {}", u.params.uri)
+                            }
+                            _ => continue,
+                        };
+                        if tx.send(name).is_err() {
+                            return;
+                        }
+                    }
+                }))
+            }
+        };
+        Self {
+            client,
+            rx,
+            backlog: Vec::new(),
+            _pump: pump,
+        }
+    }
+
+    /// Wait (≤ 10 s) for the next notification named `what` (`tools`, `prompts`,
+    /// `resources`, `updated <uri>`); others received meanwhile stay in the backlog.
+    pub async fn expect(&mut self, what: &str) {
+        if let Some(i) = self.backlog.iter().position(|n| n == what) {
+            self.backlog.remove(i);
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(n)) if n == what => return,
+                Ok(Some(n)) => self.backlog.push(n),
+                Ok(None) => panic!("notification stream closed while waiting for {what}"),
+                Err(_) => panic!("no {what} notification within 10s (got {:?})", self.backlog),
+            }
+        }
+    }
+
+    /// Everything received so far and not taken.
+    pub fn drain(&mut self) -> Vec<String> {
+        while let Ok(n) = self.rx.try_recv() {
+            self.backlog.push(n);
+        }
+        std::mem::take(&mut self.backlog)
+    }
+
+    /// Sorted advertised tool names.
+    pub async fn tools(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .client
+            .list_all_tools()
+            .await
+            .expect("tools/list")
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Sorted resource URIs.
+    pub async fn resources(&self) -> Vec<String> {
+        let mut uris: Vec<String> = self
+            .client
+            .list_all_resources()
+            .await
+            .expect("resources/list")
+            .into_iter()
+            .map(|r| r.uri)
+            .collect();
+        uris.sort();
+        uris
+    }
+
+    /// Sorted prompt names.
+    pub async fn prompts(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .client
+            .list_all_prompts()
+            .await
+            .expect("prompts/list")
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        names.sort();
+        names
+    }
 }

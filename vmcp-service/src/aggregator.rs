@@ -1,31 +1,67 @@
 //! Aggregation: fan out to every backend, keep what each reported, and build the
-//! current [`Catalog`] from it.
+//! current [`Catalog`] from the backends that are advertisable.
 //!
 //! Each backend is listed in parallel under its own timeout, so a slow or dead
-//! backend delays nobody: its capabilities are simply absent (and logged). Reports
-//! are kept per backend, so a change on one backend re-lists only that backend.
+//! backend delays nobody. Reports are kept per backend: a change on one backend
+//! re-lists only that backend, and a backend whose health flips is added to or
+//! removed from the catalog without re-listing anybody. Every rebuild that changes
+//! what clients see is announced as a [`CatalogChange`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use futures::future::join_all;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, broadcast};
+use tokio::time::Instant;
 
 use crate::backend::{BackendCapabilities, BackendEventKind, BackendRegistry};
 use crate::catalog::{BuildReport, Catalog};
 use crate::config::VmcpConfig;
 
-/// Owns the current catalog and refreshes it.
+/// The shortest time between two event-driven re-lists of one backend: a storm of
+/// list-change notifications costs at most one re-list per this interval, plus one
+/// trailing re-list that picks up the last change.
+pub const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Which kinds of the advertised catalog changed in a rebuild.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CatalogChange {
+    /// `tools/list` changed.
+    pub tools: bool,
+    /// `prompts/list` changed.
+    pub prompts: bool,
+    /// `resources/list` or `resources/templates/list` changed.
+    pub resources: bool,
+}
+
+impl CatalogChange {
+    /// Whether anything changed.
+    pub fn any(self) -> bool {
+        self.tools || self.prompts || self.resources
+    }
+
+    fn between(old: &Catalog, new: &Catalog) -> Self {
+        Self {
+            tools: old.tools() != new.tools(),
+            prompts: old.prompts() != new.prompts(),
+            resources: old.resources() != new.resources() || old.templates() != new.templates(),
+        }
+    }
+}
+
+/// Owns the current catalog and keeps it current.
 pub struct Aggregator {
-    config: Arc<VmcpConfig>,
+    config: RwLock<Arc<VmcpConfig>>,
     registry: Arc<BackendRegistry>,
     current: RwLock<Arc<Catalog>>,
-    /// Last good report per backend; a backend that failed its last listing is absent.
+    /// Last good report per backend, kept while the backend stays in the registry.
     reports: Mutex<BTreeMap<Arc<str>, BackendCapabilities>>,
-    /// Backends whose last listing failed, retried in the background.
+    /// Backends whose last listing failed.
     failed: std::sync::Mutex<BTreeSet<String>>,
     rebuilds: std::sync::atomic::AtomicU64,
+    listings: std::sync::atomic::AtomicU64,
+    changes: broadcast::Sender<CatalogChange>,
+    ready: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -38,12 +74,15 @@ impl Aggregator {
     /// An aggregator with an empty catalog; call [`Aggregator::refresh_all`] to fill it.
     pub fn new(config: Arc<VmcpConfig>, registry: Arc<BackendRegistry>) -> Self {
         Self {
-            config,
+            config: RwLock::new(config),
             registry,
             current: RwLock::new(Arc::new(Catalog::default())),
             reports: Mutex::new(BTreeMap::new()),
             failed: std::sync::Mutex::new(BTreeSet::new()),
             rebuilds: std::sync::atomic::AtomicU64::new(0),
+            listings: std::sync::atomic::AtomicU64::new(0),
+            changes: broadcast::channel(64).0,
+            ready: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -55,9 +94,18 @@ impl Aggregator {
             .clone()
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &Arc<VmcpConfig> {
-        &self.config
+    /// The current configuration.
+    pub fn config(&self) -> Arc<VmcpConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replace the configuration (reload) and rebuild from the kept reports.
+    pub async fn set_config(&self, config: Arc<VmcpConfig>) -> BuildReport {
+        *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
+        self.rebuild().await
     }
 
     /// The backend registry.
@@ -65,9 +113,24 @@ impl Aggregator {
         &self.registry
     }
 
-    /// How many times the catalog has been rebuilt (for tests and metrics).
+    /// Catalog rebuilds so far (each rebuild is one re-aggregation).
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Backend listings (one backend's full list fan-out) so far.
+    pub fn listings(&self) -> u64 {
+        self.listings.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Announcements of catalog changes.
+    pub fn changes(&self) -> broadcast::Receiver<CatalogChange> {
+        self.changes.subscribe()
+    }
+
+    /// Becomes `true` once the first aggregation finished.
+    pub fn ready(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.ready.subscribe()
     }
 
     /// Backends whose last listing failed.
@@ -82,17 +145,19 @@ impl Aggregator {
 
     /// Re-list every backend and rebuild.
     pub async fn refresh_all(&self) -> BuildReport {
-        self.refresh(None).await
+        let report = self.refresh(None).await;
+        self.ready.send_replace(true);
+        report
     }
 
-    /// Re-list `only` (or every backend when `None`), drop reports of backends that
-    /// left the registry, and rebuild the catalog.
+    /// Re-list `only` (or every backend when `None`), forget backends that left the
+    /// registry, and rebuild.
     pub async fn refresh(&self, only: Option<&BTreeSet<String>>) -> BuildReport {
         let mut reports = self.reports.lock().await;
         let backends = self.registry.all();
         let live: BTreeSet<&str> = backends.iter().map(|b| &**b.name()).collect();
         reports.retain(|name, _| live.contains(&**name));
-        let timeout = self.config.discovery_timeout();
+        let timeout = self.config().discovery_timeout();
         let targets: Vec<_> = backends
             .iter()
             .filter(|b| only.is_none_or(|set| set.contains(&**b.name())))
@@ -101,80 +166,187 @@ impl Aggregator {
             (backend.name().clone(), backend.capabilities(timeout).await)
         }))
         .await;
-        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
-        failed.retain(|name| live.contains(name.as_str()));
-        for (name, result) in results {
-            match result {
-                Ok(caps) => {
-                    failed.remove(&*name);
-                    reports.insert(name, caps);
-                }
-                Err(error) => {
-                    tracing::warn!(backend = %name, "backend left out of the catalog: {error}");
-                    failed.insert(name.to_string());
-                    reports.remove(&name);
+        self.listings
+            .fetch_add(results.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        {
+            let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+            failed.retain(|name| live.contains(name.as_str()));
+            for (name, result) in results {
+                match result {
+                    Ok(caps) => {
+                        failed.remove(&*name);
+                        reports.insert(name, caps);
+                    }
+                    Err(error) => {
+                        // The last good report stays: health decides when it goes.
+                        tracing::warn!(backend = %name, "backend listing failed: {error}");
+                        failed.insert(name.to_string());
+                    }
                 }
             }
         }
-        drop(failed);
+        self.build(&reports)
+    }
+
+    /// Rebuild from the kept reports (health or config changed; nothing re-listed).
+    pub async fn rebuild(&self) -> BuildReport {
+        let reports = self.reports.lock().await;
+        self.build(&reports)
+    }
+
+    fn build(&self, reports: &BTreeMap<Arc<str>, BackendCapabilities>) -> BuildReport {
+        let config = self.config();
         let input = reports
             .iter()
+            .filter(|(name, _)| {
+                self.registry
+                    .get(name)
+                    .is_some_and(|b| b.health().status().advertisable())
+            })
             .map(|(name, caps)| (name.clone(), caps.clone()))
             .collect();
-        let (catalog, report) = Catalog::build(&self.config, input);
+        let (catalog, report) = Catalog::build(&config, input);
         for collision in &report.unresolved {
             tracing::error!("unresolved tool collision (dropped): {collision}");
         }
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(catalog);
+        let catalog = Arc::new(catalog);
+        let old = std::mem::replace(
+            &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),
+            catalog.clone(),
+        );
         self.rebuilds
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let change = CatalogChange::between(&old, &catalog);
+        if change.any() {
+            let _ = self.changes.send(change);
+        }
         report
     }
 
-    /// Keep the catalog current until `shutdown` fires: re-list a backend when it
-    /// announces a list change or loses its connection, re-list everything when the
-    /// registry changes, and retry failed backends with backoff.
+    /// Keep the catalog current until `shutdown` fires.
+    ///
+    /// - A backend's list-change notification or lost connection re-lists that
+    ///   backend; a burst of them is drained into one re-list.
+    /// - A registry change re-lists every backend.
+    /// - A health flip rebuilds without re-listing (re-listing a backend that has
+    ///   recovered), debounced to the health-check interval: the first flip applies
+    ///   at once, later ones within the interval are coalesced into one rebuild at
+    ///   its end.
     pub async fn run(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         let mut events = self.registry.events();
         let mut changes = self.registry.changes();
-        let mut retry = Duration::from_secs(1);
+        let mut last_health_rebuild: Option<Instant> = None;
+        let mut health_pending = false;
+        // Per-backend re-list pacing: at most one re-list per RELIST_INTERVAL; events
+        // in between are coalesced into one trailing re-list.
+        let mut last_relist: BTreeMap<String, Instant> = BTreeMap::new();
+        let mut relist_pending: BTreeSet<String> = BTreeSet::new();
         loop {
-            let has_failed = !self.failed_backends().is_empty();
+            let interval = self.registry.health_settings().interval;
+            let trailing = last_health_rebuild.map_or_else(Instant::now, |at| at + interval);
+            let relist_due = relist_pending
+                .iter()
+                .filter_map(|b| last_relist.get(b))
+                .min()
+                .map_or_else(Instant::now, |at| *at + RELIST_INTERVAL);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 changed = changes.changed() => {
                     if changed.is_err() { return; }
                     self.refresh_all().await;
                 }
-                event = events.recv() => match event {
-                    Ok(event) => {
-                        if matches!(event.kind, BackendEventKind::Connected | BackendEventKind::ResourceUpdated(_)) {
-                            continue;
-                        }
-                        // Coalesce a burst: drain what is already queued into one refresh.
-                        let mut only = BTreeSet::from([event.backend.to_string()]);
-                        while let Ok(more) = events.try_recv() {
-                            if !matches!(more.kind, BackendEventKind::Connected | BackendEventKind::ResourceUpdated(_)) {
-                                only.insert(more.backend.to_string());
-                            }
-                        }
-                        self.refresh(Some(&only)).await;
+                _ = tokio::time::sleep_until(trailing), if health_pending => {
+                    health_pending = false;
+                    last_health_rebuild = Some(Instant::now());
+                    self.apply_health().await;
+                }
+                _ = tokio::time::sleep_until(relist_due), if !relist_pending.is_empty() => {
+                    let now = Instant::now();
+                    let due: BTreeSet<String> = relist_pending
+                        .iter()
+                        .filter(|b| last_relist.get(*b).is_none_or(|at| now >= *at + RELIST_INTERVAL))
+                        .cloned()
+                        .collect();
+                    relist_pending.retain(|b| !due.contains(b));
+                    for b in &due {
+                        last_relist.insert(b.clone(), now);
                     }
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        self.refresh_all().await;
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                _ = tokio::time::sleep(retry), if has_failed => {
-                    let failed: BTreeSet<String> = self.failed_backends().into_iter().collect();
-                    self.refresh(Some(&failed)).await;
-                    retry = if self.failed_backends().is_empty() {
-                        Duration::from_secs(1)
-                    } else {
-                        (retry * 2).min(Duration::from_secs(30))
+                    self.refresh(Some(&due)).await;
+                }
+                event = events.recv() => {
+                    let mut relist = BTreeSet::new();
+                    let mut health = false;
+                    let mut lagged = false;
+                    let mut note = |kind: BackendEventKind, backend: &str| match kind {
+                        BackendEventKind::HealthChanged => health = true,
+                        BackendEventKind::ToolsChanged
+                        | BackendEventKind::ResourcesChanged
+                        | BackendEventKind::PromptsChanged
+                        | BackendEventKind::Disconnected => {
+                            relist.insert(backend.to_owned());
+                        }
+                        BackendEventKind::Connected | BackendEventKind::ResourceUpdated(_) => {}
                     };
+                    match event {
+                        Ok(event) => note(event.kind, &event.backend),
+                        Err(broadcast::error::RecvError::Lagged(_)) => lagged = true,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                    // Coalesce a burst: drain what is already queued.
+                    loop {
+                        match events.try_recv() {
+                            Ok(event) => note(event.kind, &event.backend),
+                            Err(broadcast::error::TryRecvError::Lagged(_)) => lagged = true,
+                            Err(_) => break,
+                        }
+                    }
+                    if lagged {
+                        self.refresh_all().await;
+                        continue;
+                    }
+                    let now = Instant::now();
+                    let (now_due, later): (BTreeSet<String>, BTreeSet<String>) = relist
+                        .into_iter()
+                        .partition(|b| last_relist.get(b).is_none_or(|at| now >= *at + RELIST_INTERVAL));
+                    relist_pending.extend(later);
+                    if !now_due.is_empty() {
+                        for b in &now_due {
+                            last_relist.insert(b.clone(), now);
+                            relist_pending.remove(b);
+                        }
+                        self.refresh(Some(&now_due)).await;
+                    }
+                    if health {
+                        let due = last_health_rebuild.is_none_or(|at| at.elapsed() >= interval);
+                        if due {
+                            last_health_rebuild = Some(Instant::now());
+                            self.apply_health().await;
+                        } else {
+                            health_pending = true;
+                        }
+                    }
                 }
             }
+            last_relist.retain(|b, _| self.registry.get(b).is_some());
+        }
+    }
+
+    /// Rebuild after health flips, first re-listing advertisable backends whose last
+    /// listing failed (they have recovered, and their capabilities may differ).
+    async fn apply_health(&self) {
+        let recovered: BTreeSet<String> = self
+            .failed_backends()
+            .into_iter()
+            .filter(|name| {
+                self.registry
+                    .get(name)
+                    .is_some_and(|b| b.health().status().advertisable())
+            })
+            .collect();
+        if recovered.is_empty() {
+            self.rebuild().await;
+        } else {
+            self.refresh(Some(&recovered)).await;
         }
     }
 }

@@ -14,7 +14,8 @@ use rmcp::model::{
     PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 
 use crate::aggregator::Aggregator;
@@ -22,6 +23,7 @@ use crate::backend::BackendError;
 use crate::backend::meta::strip_reserved;
 use crate::pagination::{ListKind, page};
 use crate::router::{self, Routed};
+use crate::sessions::Sessions;
 use crate::view::ObservedCall;
 
 /// The gateway's MCP server handler. Cloning is an `Arc` clone, so rmcp's
@@ -29,6 +31,7 @@ use crate::view::ObservedCall;
 #[derive(Clone)]
 pub struct VmcpHandler {
     aggregator: Arc<Aggregator>,
+    sessions: Arc<Sessions>,
     info: Arc<ServerConfig>,
 }
 
@@ -43,7 +46,7 @@ const LIST_TTL_MS: u64 = 0;
 
 impl VmcpHandler {
     /// A handler serving `aggregator`'s catalog.
-    pub fn new(aggregator: Arc<Aggregator>) -> Self {
+    pub fn new(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>) -> Self {
         let name = aggregator
             .config()
             .name
@@ -54,6 +57,7 @@ impl VmcpHandler {
             .enable_tool_list_changed()
             .enable_resources()
             .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_completions()
@@ -65,6 +69,7 @@ impl VmcpHandler {
             );
         Self {
             aggregator,
+            sessions,
             info: Arc::new(info),
         }
     }
@@ -99,12 +104,27 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
             format!("backend {backend:?} did not answer within {timeout:?}"),
             None,
         ),
+        BackendError::CircuitOpen { backend } => ErrorData::internal_error(
+            format!("backend {backend:?} is failing; calls are paused"),
+            None,
+        ),
         BackendError::Unreachable { backend, reason }
         | BackendError::Transport { backend, reason } => {
             tracing::warn!(%backend, "backend call failed: {reason}");
             ErrorData::internal_error(format!("backend {backend:?} is unavailable"), None)
         }
     }
+}
+
+/// The Legacy session a request or notification belongs to.
+fn session_id(extensions: &rmcp::model::Extensions) -> Option<String> {
+    extensions
+        .get::<http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
+        .map(str::to_owned)
 }
 
 fn is_modern(ctx: &RequestContext<RoleServer>) -> bool {
@@ -118,6 +138,78 @@ fn cursor(params: &Option<PaginatedRequestParams>) -> Option<&str> {
 impl ServerHandler for VmcpHandler {
     fn get_info(&self) -> ServerConfig {
         (*self.info).clone()
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.sessions
+            .add_legacy(session_id(&ctx.extensions), ctx.peer);
+    }
+
+    #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
+    async fn subscribe(
+        &self,
+        params: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if self
+            .aggregator
+            .catalog()
+            .resource_owner(&params.uri)
+            .is_none()
+        {
+            return Err(ErrorData::invalid_params(
+                format!("unknown resource: {}", params.uri),
+                None,
+            ));
+        }
+        let session = session_id(&ctx.extensions).ok_or_else(|| {
+            ErrorData::invalid_request("resources/subscribe needs a session", None)
+        })?;
+        if self.sessions.subscribe(&session, &params.uri) {
+            // Subscribe the owning backend before acknowledging, so an update the
+            // backend sends after this answer is not missed.
+            crate::propagation::sync_subscriptions(&self.aggregator, &self.sessions).await;
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request("unknown session", None))
+        }
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe is the Legacy mechanism.
+    async fn unsubscribe(
+        &self,
+        params: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = session_id(&ctx.extensions).ok_or_else(|| {
+            ErrorData::invalid_request("resources/unsubscribe needs a session", None)
+        })?;
+        if self.sessions.unsubscribe(&session, &params.uri) {
+            Ok(())
+        } else {
+            Err(ErrorData::invalid_request("unknown session", None))
+        }
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Everything the gateway can push is honoured: the three list changes and
+        // updates of any URI (a URI may be served later, when its backend joins).
+        let mut offered = SubscriptionFilter::builder()
+            .tools_list_changed()
+            .prompts_list_changed()
+            .resources_list_changed()
+            .build();
+        offered.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(requested.intersection(&offered))
+    }
+
+    async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+        let _registered = self.sessions.add_modern(ctx.sink().clone());
+        ctx.cancelled().await;
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -18,10 +18,14 @@ pub mod backend;
 pub mod catalog;
 pub mod config;
 pub mod handler;
+pub mod health;
 pub mod names;
 pub mod pagination;
+pub mod propagation;
 pub mod router;
 pub mod service;
+pub mod sessions;
+pub mod status;
 pub mod view;
 
 pub use config::VmcpConfig;

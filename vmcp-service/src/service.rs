@@ -15,6 +15,9 @@ use crate::aggregator::Aggregator;
 use crate::backend::BackendRegistry;
 use crate::config::{Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
+use crate::health::HealthSettings;
+use crate::sessions::Sessions;
+use crate::status::{LoggingReporter, StatusReporter};
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,7 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Vmcp {
     aggregator: Arc<Aggregator>,
+    sessions: Arc<Sessions>,
     shutdown: CancellationToken,
 }
 
@@ -45,7 +49,24 @@ impl Vmcp {
     /// current. Unreachable backends do not stop startup: they are retried in the
     /// background. Under `manual` conflict resolution an unresolved collision does.
     pub async fn start(config: VmcpConfig) -> Result<Self, StartError> {
-        let registry = Arc::new(BackendRegistry::new(config.backends.clone()));
+        Self::start_with_reporters(config, vec![Arc::new(LoggingReporter)]).await
+    }
+
+    /// [`Vmcp::start`] with the status reporters to feed (on every health change and
+    /// every `statusReportingInterval`).
+    pub async fn start_with_reporters(
+        config: VmcpConfig,
+        reporters: Vec<Arc<dyn StatusReporter>>,
+    ) -> Result<Self, StartError> {
+        let report_every = config
+            .operational
+            .failure_handling
+            .status_reporting_interval
+            .unwrap_or(std::time::Duration::from_secs(30));
+        let registry = Arc::new(BackendRegistry::new(
+            config.backends.clone(),
+            HealthSettings::from(&config.operational.failure_handling),
+        ));
         let manual = config.strategy() == Strategy::Manual;
         let aggregator = Arc::new(Aggregator::new(Arc::new(config), registry));
         let report = aggregator.refresh_all().await;
@@ -55,8 +76,28 @@ impl Vmcp {
         }
         let shutdown = CancellationToken::new();
         tokio::spawn(aggregator.clone().run(shutdown.clone()));
+        let registry = aggregator.registry().clone();
+        let settings = registry.clone();
+        tokio::spawn(crate::health::monitor(
+            registry,
+            move || settings.health_settings(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(crate::status::report(
+            aggregator.clone(),
+            reporters,
+            report_every,
+            shutdown.clone(),
+        ));
+        let sessions = Arc::new(Sessions::default());
+        tokio::spawn(crate::propagation::run(
+            aggregator.clone(),
+            sessions.clone(),
+            shutdown.clone(),
+        ));
         Ok(Self {
             aggregator,
+            sessions,
             shutdown,
         })
     }
@@ -70,7 +111,7 @@ impl Vmcp {
     /// keep-alive, body limit). Legacy session mode is always kept on: both
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
-        let handler = VmcpHandler::new(self.aggregator.clone());
+        let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
         let config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
@@ -86,6 +127,49 @@ impl Vmcp {
     /// The aggregator (current catalog, refresh).
     pub fn aggregator(&self) -> &Arc<Aggregator> {
         &self.aggregator
+    }
+
+    /// The status routes (`/health`, `/ping`, `/readyz`, `/status`) to mount next to
+    /// the MCP endpoint.
+    pub fn status_router(&self) -> axum::Router {
+        crate::status::router(self.aggregator.clone())
+    }
+
+    /// Apply a new configuration without a restart: backends that are new or changed
+    /// are (re)connected, removed ones are closed, unchanged ones keep their
+    /// connections, and live client sessions stay open and are told what changed.
+    pub async fn reload(&self, config: VmcpConfig) {
+        let registry = self.registry();
+        let wanted: std::collections::BTreeMap<&str, &crate::config::BackendConfig> = config
+            .backends
+            .iter()
+            .map(|b| (b.name.as_str(), b))
+            .collect();
+        for name in registry.names() {
+            if !wanted.contains_key(name.as_str()) {
+                registry.remove(&name).await;
+            }
+        }
+        for (name, backend) in &wanted {
+            let unchanged = registry.get(name).is_some_and(|b| b.config() == *backend);
+            if !unchanged {
+                registry.upsert((*backend).clone()).await;
+            }
+        }
+        registry.set_health_settings(HealthSettings::from(&config.operational.failure_handling));
+        let report = self.aggregator.set_config(Arc::new(config)).await;
+        if !report.unresolved.is_empty() {
+            tracing::error!(
+                "reloaded configuration leaves tool collisions unresolved: {:?}",
+                report.unresolved
+            );
+        }
+        tracing::info!("configuration reloaded");
+    }
+
+    /// The live client sessions and listen streams.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
     }
 
     /// The backend registry; adding or removing a backend rebuilds the catalog.

@@ -7,6 +7,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::client::{BackendClient, BackendEvent};
 use crate::config::BackendConfig;
+use crate::health::HealthSettings;
 
 /// The live set of backends, in sorted-name order.
 ///
@@ -17,6 +18,7 @@ pub struct BackendRegistry {
     http: reqwest::Client,
     events: broadcast::Sender<BackendEvent>,
     version: watch::Sender<u64>,
+    health: std::sync::Mutex<HealthSettings>,
 }
 
 impl std::fmt::Debug for BackendRegistry {
@@ -29,7 +31,7 @@ impl std::fmt::Debug for BackendRegistry {
 
 impl BackendRegistry {
     /// A registry with the given backends; no connection is opened yet.
-    pub fn new(configs: impl IntoIterator<Item = BackendConfig>) -> Self {
+    pub fn new(configs: impl IntoIterator<Item = BackendConfig>, health: HealthSettings) -> Self {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()
@@ -40,6 +42,7 @@ impl BackendRegistry {
             http,
             events,
             version: watch::Sender::new(0),
+            health: std::sync::Mutex::new(health),
         };
         for config in configs {
             registry.insert(config);
@@ -52,6 +55,7 @@ impl BackendRegistry {
             config,
             self.http.clone(),
             self.events.clone(),
+            self.health_settings(),
         ));
         self.write().insert(client.name().to_string(), client)
     }
@@ -83,6 +87,22 @@ impl BackendRegistry {
             }
             None => false,
         }
+    }
+
+    /// The health settings new backends get.
+    pub fn health_settings(&self) -> HealthSettings {
+        self.health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replace the health settings of every backend (configuration reload).
+    pub fn set_health_settings(&self, settings: HealthSettings) {
+        for backend in self.all() {
+            backend.health().set_settings(settings.clone());
+        }
+        *self.health.lock().unwrap_or_else(|e| e.into_inner()) = settings;
     }
 
     /// All backends, sorted by name.

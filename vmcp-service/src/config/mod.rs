@@ -53,7 +53,7 @@ impl VmcpConfig {
 }
 
 /// One inline backend.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendConfig {
     /// Unique backend name (the `{workload}` of prefixes and policies).
@@ -65,7 +65,7 @@ pub struct BackendConfig {
     /// `streamable-http` (default) or `sse`.
     #[serde(default)]
     pub transport: Option<String>,
-    /// Free-form labels, reported on the status surface.
+    /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
 }
@@ -171,13 +171,55 @@ pub struct ToolOverride {
     pub annotations: Option<serde_json::Map<String, Value>>,
 }
 
-/// `operational:` — timeouts.
+/// `operational:` — timeouts and failure handling.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationalConfig {
     /// Timeouts for backend operations.
     #[serde(default)]
     pub timeouts: TimeoutsConfig,
+    /// Health checks and the circuit breaker.
+    #[serde(default)]
+    pub failure_handling: FailureHandlingConfig,
+}
+
+/// `operational.failureHandling`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FailureHandlingConfig {
+    /// Time between health checks of each backend. Default 30s.
+    #[serde(default, with = "humantime_serde")]
+    pub health_check_interval: Option<Duration>,
+    /// Consecutive failures (checks or calls) that make a backend unhealthy. Default 3.
+    #[serde(default)]
+    pub unhealthy_threshold: Option<u32>,
+    /// Bound on one health check. Default 10s.
+    #[serde(default, with = "humantime_serde")]
+    pub health_check_timeout: Option<Duration>,
+    /// Latency above which a successful answer counts as degraded. Default 5s.
+    #[serde(default, with = "humantime_serde")]
+    pub degraded_threshold: Option<Duration>,
+    /// How often the status is reported to the status reporters. Default 30s.
+    #[serde(default, with = "humantime_serde")]
+    pub status_reporting_interval: Option<Duration>,
+    /// The circuit breaker (off unless `enabled`).
+    #[serde(default)]
+    pub circuit_breaker: Option<CircuitBreakerConfig>,
+}
+
+/// `operational.failureHandling.circuitBreaker`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CircuitBreakerConfig {
+    /// Turn the breaker on.
+    #[serde(default)]
+    pub enabled: bool,
+    /// Consecutive failures that open the circuit. Default 5.
+    #[serde(default)]
+    pub failure_threshold: Option<u32>,
+    /// How long the circuit stays open before one probe is let through. Default 60s.
+    #[serde(default, with = "humantime_serde")]
+    pub timeout: Option<Duration>,
 }
 
 /// `operational.timeouts`.

@@ -220,6 +220,39 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         telemetry.validate(&mut errors);
     }
 
+    let fh = &config.operational.failure_handling;
+    for (field, value) in [
+        ("healthCheckInterval", fh.health_check_interval),
+        ("healthCheckTimeout", fh.health_check_timeout),
+        ("degradedThreshold", fh.degraded_threshold),
+        ("statusReportingInterval", fh.status_reporting_interval),
+    ] {
+        if value.is_some_and(|d| d.is_zero()) {
+            errors.push(format!(
+                "operational.failureHandling.{field} must be greater than 0"
+            ));
+        }
+    }
+    if fh.unhealthy_threshold == Some(0) {
+        errors.push("operational.failureHandling.unhealthyThreshold must be at least 1".into());
+    }
+    if let Some(cb) = &fh.circuit_breaker {
+        if cb.failure_threshold == Some(0) {
+            errors.push(
+                "operational.failureHandling.circuitBreaker.failureThreshold must be at least 1"
+                    .into(),
+            );
+        }
+        if cb
+            .timeout
+            .is_some_and(|d| d < std::time::Duration::from_secs(1))
+        {
+            errors.push(
+                "operational.failureHandling.circuitBreaker.timeout must be at least 1s".into(),
+            );
+        }
+    }
+
     if errors.is_empty() {
         Ok(())
     } else {

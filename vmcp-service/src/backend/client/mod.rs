@@ -6,6 +6,7 @@
 //! dropped when the transport fails so the next use reconnects and re-probes — which
 //! is also how a backend that changed revision is picked up again.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ use vmcp_layers::McpRevision;
 
 use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
+use crate::health::{BackendHealth, HealthSettings, Source};
+
+mod subscriptions;
 
 /// A change a backend announced, fanned out to whoever keeps derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +53,8 @@ pub enum BackendEventKind {
     Connected,
     /// The connection was lost or could not be opened.
     Disconnected,
+    /// The backend's health status changed.
+    HealthChanged,
 }
 
 /// Why a backend operation failed.
@@ -86,6 +92,34 @@ pub enum BackendError {
         /// What went wrong.
         reason: String,
     },
+    /// The backend's circuit breaker is open: the call was not attempted.
+    #[error("backend {backend:?} is failing; calls are paused (circuit open)")]
+    CircuitOpen {
+        /// Backend name.
+        backend: Arc<str>,
+    },
+}
+
+impl BackendError {
+    /// Whether this failure says the backend is unwell (as opposed to the backend
+    /// answering with an error, which proves it is up).
+    fn is_backend_failure(&self) -> bool {
+        !matches!(
+            self,
+            BackendError::Mcp { .. } | BackendError::CircuitOpen { .. }
+        )
+    }
+
+    /// A description for status reporting: no URLs, no tokens.
+    pub fn summary(&self) -> String {
+        match self {
+            BackendError::Unreachable { .. } => "unreachable".into(),
+            BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
+            BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
+            BackendError::Transport { .. } => "connection failed".into(),
+            BackendError::CircuitOpen { .. } => "circuit open".into(),
+        }
+    }
 }
 
 /// Everything one backend offers, as it reported it.
@@ -152,6 +186,18 @@ struct Connection {
     service: RunningService<RoleClient, EventForwarder>,
     revision: McpRevision,
     capabilities: ServerCapabilities,
+    /// URIs subscribed on this connection (Legacy `resources/subscribe`).
+    subscribed: Mutex<BTreeSet<String>>,
+    /// The `subscriptions/listen` stream of a Modern connection.
+    listen: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(task) = self.listen.get_mut().ok().and_then(Option::take) {
+            task.abort();
+        }
+    }
 }
 
 /// A backend and its long-lived client connection.
@@ -163,6 +209,11 @@ pub struct BackendClient {
     connection: Mutex<Option<Arc<Connection>>>,
     /// The revision of the last successful connection, for status reporting.
     revision: std::sync::Mutex<Option<McpRevision>>,
+    health: BackendHealth,
+    /// Set when the last connect attempt was refused with 401/403.
+    auth_refused: std::sync::atomic::AtomicBool,
+    /// URIs clients are subscribed to on this backend; applied to every connection.
+    subscriptions: std::sync::Mutex<BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -180,14 +231,68 @@ impl BackendClient {
         config: BackendConfig,
         http: reqwest::Client,
         events: broadcast::Sender<BackendEvent>,
+        health: HealthSettings,
     ) -> Self {
+        let name: Arc<str> = Arc::from(config.name.as_str());
         Self {
-            name: Arc::from(config.name.as_str()),
+            health: BackendHealth::new(name.clone(), health, events.clone()),
+            name,
             config,
             http,
             events,
             connection: Mutex::new(None),
             revision: std::sync::Mutex::new(None),
+            auth_refused: std::sync::atomic::AtomicBool::new(false),
+            subscriptions: std::sync::Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// The backend's health record.
+    pub fn health(&self) -> &BackendHealth {
+        &self.health
+    }
+
+    /// Check the backend now: connect if needed (which probes its revision), else a
+    /// cheap request on the open connection. The outcome feeds [`Self::health`].
+    pub async fn health_check(&self, timeout: Duration) {
+        let started = std::time::Instant::now();
+        let result = self
+            .run_unrecorded(timeout, |conn| async move {
+                match conn.revision {
+                    McpRevision::Legacy => conn
+                        .service
+                        .send_request(rmcp::model::ClientRequest::PingRequest(Default::default()))
+                        .await
+                        .map(|_| true),
+                    // A Modern backend must still say it serves 2026-07-28; one that
+                    // no longer does was replaced and is re-probed.
+                    McpRevision::Modern => match conn.service.discover(Default::default()).await {
+                        Ok(found) => Ok(found
+                            .supported_versions
+                            .contains(&ProtocolVersion::V_2026_07_28)),
+                        Err(ServiceError::McpError(_)) => Ok(false),
+                        Err(other) => Err(other),
+                    },
+                }
+            })
+            .await;
+        if let Ok(false) = result {
+            tracing::info!(backend = %self.name, "backend no longer serves 2026-07-28; re-probing");
+            if let Some(conn) = self.connection.lock().await.clone() {
+                self.discard(&conn).await;
+            }
+        }
+        self.record(Source::Check, &result, started.elapsed());
+    }
+
+    fn record<T>(&self, source: Source, result: &Result<T, BackendError>, latency: Duration) {
+        match result {
+            Err(e) if e.is_backend_failure() => {
+                let refused = self.auth_refused.load(std::sync::atomic::Ordering::Relaxed);
+                self.health.record_failure(source, &e.summary(), refused);
+            }
+            Err(BackendError::CircuitOpen { .. }) => {}
+            _ => self.health.record_success(source, latency),
         }
     }
 
@@ -229,14 +334,20 @@ impl BackendClient {
         let had_connection = slot.take().is_some();
         match self.open().await {
             Ok(conn) => {
+                self.auth_refused
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
                 let conn = Arc::new(conn);
                 *self.revision.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn.revision);
                 tracing::info!(backend = %self.name, revision = %conn.revision, "backend connected");
                 *slot = Some(conn.clone());
+                drop(slot);
+                self.apply_subscriptions(&conn).await;
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
-            Err(reason) => {
+            Err((reason, refused)) => {
+                self.auth_refused
+                    .store(refused, std::sync::atomic::Ordering::Relaxed);
                 if had_connection {
                     self.forwarder().emit(BackendEventKind::Disconnected);
                 }
@@ -248,23 +359,46 @@ impl BackendClient {
         }
     }
 
-    async fn open(&self) -> Result<Connection, String> {
+    /// Open a connection; the error says why and whether credentials were refused.
+    async fn open(&self) -> Result<Connection, (String, bool)> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
-                        .reinit_on_expired_session(true);
-                let transport =
-                    StreamableHttpClientTransport::with_client(self.http.clone(), config);
-                let lifecycle = rmcp::service::ClientLifecycleMode::Auto {
+                // An expired session surfaces as an error rather than a transparent
+                // re-initialize, so the backend is re-probed (its revision or tools may
+                // have changed); `run` retries the refused request once.
+                let transport = || {
+                    let config =
+                        StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
+                            .reinit_on_expired_session(false)
+                            .max_concurrent_requests(256);
+                    StreamableHttpClientTransport::with_client(self.http.clone(), config)
+                };
+                let auto = rmcp::service::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
                     legacy_version: Some(ProtocolVersion::V_2025_11_25),
                 };
-                handler
-                    .serve_with_lifecycle(transport, lifecycle)
+                match handler
+                    .clone()
+                    .serve_with_lifecycle(transport(), auto)
                     .await
-                    .map_err(describe_init_error)?
+                {
+                    Ok(service) => service,
+                    // A server that refuses the probe in a way rmcp does not read as
+                    // "Legacy" (e.g. -32022 listing only older versions) still gets a
+                    // plain 2025-11-25 initialize before we give up.
+                    Err(probe) if !is_unreachable(&probe) => {
+                        tracing::debug!(backend = %self.name, "server/discover probe failed ({probe}); trying initialize");
+                        handler
+                            .serve_with_lifecycle(
+                                transport(),
+                                rmcp::service::ClientLifecycleMode::Initialize,
+                            )
+                            .await
+                            .map_err(describe_init_error)?
+                    }
+                    Err(probe) => return Err(describe_init_error(probe)),
+                }
             }
             Transport::Sse => {
                 let transport = SseClientTransport::connect(
@@ -272,7 +406,11 @@ impl BackendClient {
                     SseClientConfig::new(self.config.url.as_str()),
                 )
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| {
+                    let text = e.to_string();
+                    let refused = text.contains(" 401") || text.contains(" 403");
+                    (text, refused)
+                })?;
                 rmcp::ServiceExt::serve(handler, transport)
                     .await
                     .map_err(describe_init_error)?
@@ -280,11 +418,13 @@ impl BackendClient {
         };
         let info = service
             .peer_info()
-            .ok_or_else(|| "backend sent no server info".to_owned())?;
+            .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
         Ok(Connection {
             revision: McpRevision::from_version(info.protocol_version.as_str()),
             capabilities: info.capabilities.clone(),
             service,
+            subscribed: Mutex::new(BTreeSet::new()),
+            listen: std::sync::Mutex::new(None),
         })
     }
 
@@ -307,10 +447,20 @@ impl BackendClient {
     /// Map an rmcp error, discarding the connection when the transport broke.
     async fn fail(&self, conn: &Arc<Connection>, error: ServiceError) -> BackendError {
         match error {
-            ServiceError::McpError(error) => BackendError::Mcp {
-                backend: self.name.clone(),
-                error,
-            },
+            ServiceError::McpError(error) => {
+                // A Modern peer never answers with the legacy implementation-defined
+                // codes (-32000..-32019); one that does (e.g. "Server not
+                // initialized") is Legacy now, so the next use re-probes.
+                if conn.revision == McpRevision::Modern && (-32019..=-32000).contains(&error.code.0)
+                {
+                    tracing::info!(backend = %self.name, code = error.code.0, "Modern backend answered like a Legacy one; re-probing");
+                    self.discard(conn).await;
+                }
+                BackendError::Mcp {
+                    backend: self.name.clone(),
+                    error,
+                }
+            }
             ServiceError::Timeout { timeout } => BackendError::Timeout {
                 backend: self.name.clone(),
                 timeout,
@@ -330,6 +480,23 @@ impl BackendClient {
     /// A request the backend rejected because our session expired was not executed,
     /// so it is retried once on a fresh (re-probed) connection.
     async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
+    where
+        F: Fn(Arc<Connection>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        if self.health.admit().is_err() {
+            return Err(BackendError::CircuitOpen {
+                backend: self.name.clone(),
+            });
+        }
+        let started = std::time::Instant::now();
+        let result = self.run_unrecorded(timeout, op).await;
+        self.record(Source::Call, &result, started.elapsed());
+        result
+    }
+
+    /// [`Self::run`] without the circuit breaker or health bookkeeping.
+    async fn run_unrecorded<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
     where
         F: Fn(Arc<Connection>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
@@ -467,6 +634,21 @@ fn is_session_expired(error: &ServiceError) -> bool {
     }
 }
 
-fn describe_init_error(error: ClientInitializeError) -> String {
-    error.to_string()
+/// Whether a failed handshake never reached a server (nothing to retry).
+fn is_unreachable(error: &ClientInitializeError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(e) = e.downcast_ref::<reqwest::Error>()
+            && (e.is_connect() || e.is_timeout())
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
+    let refused = error.is_authorization_required() || error.auth_challenge().is_some();
+    (error.to_string(), refused)
 }

@@ -1,0 +1,215 @@
+//! The status surface: liveness, readiness, `/status`, and status reporters.
+//!
+//! [`router`] serves `/health` and `/ping` (liveness), `/readyz` (503 until the first
+//! aggregation finished) and `/status` (every backend's health, transport and
+//! revision). Nothing here reveals URLs, credentials or tokens. A
+//! [`StatusReporter`] receives the same [`Status`] on every health change and every
+//! `statusReportingInterval`, so other sinks (a CRD writer, a metrics push) can be
+//! added without touching the monitor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::aggregator::Aggregator;
+use crate::backend::BackendEventKind;
+use crate::health::{CircuitState, HealthStatus};
+
+/// The overall phase of the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Phase {
+    /// The first aggregation has not finished.
+    Pending,
+    /// Every backend is advertisable.
+    Ready,
+    /// Some backends are not advertisable.
+    Degraded,
+    /// Backends are configured and none is advertisable.
+    Failed,
+}
+
+/// One backend on the status surface.
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendStatus {
+    /// Backend name.
+    pub name: String,
+    /// Health status.
+    pub health: HealthStatus,
+    /// `streamable-http` or `sse`.
+    pub transport: &'static str,
+    /// How the gateway authenticates to it.
+    pub auth_type: &'static str,
+    /// The negotiated MCP revision (`2025-11-25` or `2026-07-28`), once connected.
+    pub mcp_revision: Option<&'static str>,
+    /// When it was last checked or called (RFC 3339).
+    pub last_check: Option<String>,
+    /// The last failure, without secrets.
+    pub last_error: Option<String>,
+    /// Circuit breaker state.
+    pub circuit: CircuitState,
+    /// Consecutive failures.
+    pub consecutive_failures: u32,
+}
+
+/// The whole status document served at `/status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// Every backend, sorted by name.
+    pub backends: Vec<BackendStatus>,
+    /// Whether at least one backend is advertisable.
+    pub healthy: bool,
+    /// The gateway version.
+    pub version: &'static str,
+    /// The configured `groupRef`.
+    pub group_ref: Option<String>,
+    /// The overall phase.
+    pub phase: Phase,
+}
+
+impl Status {
+    /// The current status of `aggregator`'s backends.
+    pub fn of(aggregator: &Aggregator) -> Self {
+        let ready = *aggregator.ready().borrow();
+        let backends: Vec<BackendStatus> = aggregator
+            .registry()
+            .all()
+            .iter()
+            .map(|b| {
+                let health = b.health().snapshot();
+                BackendStatus {
+                    name: b.name().to_string(),
+                    health: health.status,
+                    transport: b.config().transport().as_str(),
+                    auth_type: "unauthenticated",
+                    mcp_revision: b.revision().map(|r| r.as_str()),
+                    last_check: health
+                        .last_check
+                        .map(|t| humantime::format_rfc3339_millis(t).to_string()),
+                    last_error: health.last_error,
+                    circuit: health.circuit,
+                    consecutive_failures: health.consecutive_failures,
+                }
+            })
+            .collect();
+        let up = backends.iter().filter(|b| b.health.advertisable()).count();
+        let phase = if !ready {
+            Phase::Pending
+        } else if up == backends.len() {
+            Phase::Ready
+        } else if up == 0 {
+            Phase::Failed
+        } else {
+            Phase::Degraded
+        };
+        Self {
+            healthy: up > 0,
+            backends,
+            version: env!("CARGO_PKG_VERSION"),
+            group_ref: aggregator.config().group_ref.clone(),
+            phase,
+        }
+    }
+}
+
+/// Receives the status on every change and periodically.
+pub trait StatusReporter: Send + Sync + 'static {
+    /// Report `status`. Called from a background task; must not block for long.
+    fn report(&self, status: &Status);
+}
+
+/// Logs the status: phase at info, each unadvertisable backend at warn.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LoggingReporter;
+
+impl StatusReporter for LoggingReporter {
+    fn report(&self, status: &Status) {
+        let up = status
+            .backends
+            .iter()
+            .filter(|b| b.health.advertisable())
+            .count();
+        tracing::info!(phase = ?status.phase, up, total = status.backends.len(), "vmcp status");
+        for b in status.backends.iter().filter(|b| !b.health.advertisable()) {
+            tracing::warn!(backend = %b.name, health = ?b.health, last_error = b.last_error.as_deref().unwrap_or(""), "backend not advertised");
+        }
+    }
+}
+
+/// Feed `reporters` on every health change and every `interval` until `shutdown`.
+pub async fn report(
+    aggregator: Arc<Aggregator>,
+    reporters: Vec<Arc<dyn StatusReporter>>,
+    interval: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut events = aggregator.registry().events();
+    let mut ready = aggregator.ready();
+    // A ticker, not a sleep restarted per event: a chatty backend must not postpone
+    // the periodic report.
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let emit = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticker.tick() => true,
+            changed = ready.changed() => changed.is_ok(),
+            event = events.recv() => match event {
+                Ok(e) => e.kind == BackendEventKind::HealthChanged,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            },
+        };
+        if emit {
+            let status = Status::of(&aggregator);
+            for reporter in &reporters {
+                reporter.report(&status);
+            }
+        }
+    }
+}
+
+fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn alive() -> Response {
+    no_store(Json(json!({"status": "ok"})).into_response())
+}
+
+async fn readyz(State(aggregator): State<Arc<Aggregator>>) -> Response {
+    let ready = *aggregator.ready().borrow();
+    no_store(if ready {
+        Json(json!({"status": "ready"})).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not_ready", "reason": "discovery_pending"})),
+        )
+            .into_response()
+    })
+}
+
+async fn status(State(aggregator): State<Arc<Aggregator>>) -> Response {
+    no_store(Json(Status::of(&aggregator)).into_response())
+}
+
+/// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
+pub fn router(aggregator: Arc<Aggregator>) -> axum::Router {
+    axum::Router::new()
+        .route("/health", get(alive))
+        .route("/ping", get(alive))
+        .route("/readyz", get(readyz))
+        .route("/status", get(status))
+        .with_state(aggregator)
+}
