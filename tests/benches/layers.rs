@@ -408,6 +408,7 @@ struct Fixture {
     service: VmcpService,
     stacked: Vmcp,
     stack: Stack,
+    minimal: Stack,
     token: String,
 }
 
@@ -429,10 +430,21 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         ));
         let bare = Vmcp::start(plain).await.unwrap();
         let service = bare.service();
+        // No sections configured: recovery, headers, anonymous auth + parsing, discovery.
+        let minimal = bare.stack(Default::default(), HeaderValidationLayer::new()).unwrap();
         let stacked = Vmcp::start(layered).await.unwrap();
         let stack = stacked.stack(Default::default(), HeaderValidationLayer::new()).unwrap();
         let token = key.sign(&idp.claims("alice", json!({"groups": ["admins"]})));
-        Fixture { _backends: vec![gh, jira], _idp: idp, bare, service, stacked, stack, token }
+        Fixture {
+            _backends: vec![gh, jira],
+            _idp: idp,
+            bare,
+            service,
+            stacked,
+            stack,
+            minimal,
+            token,
+        }
     })
 });
 
@@ -488,6 +500,14 @@ mod vmcp {
         let _ = &f.bare;
         b.with_inputs(|| modern("tools/list", json!({}), None))
             .bench_values(|r| through(f.service.clone(), r));
+    }
+
+    #[divan::bench]
+    fn tools_list_minimal_stack(b: Bencher) {
+        let f = &*FIXTURE;
+        let router = f.minimal.router();
+        b.with_inputs(|| modern("tools/list", json!({}), None))
+            .bench_values(|r| through(router.clone(), r));
     }
 
     #[divan::bench]
