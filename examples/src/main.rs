@@ -150,9 +150,9 @@ async fn serve(
     }
     // With incomingAuth, audit or telemetry configured, serve the full layer stack
     // (recovery, header checks, audit, auth, discovery, authorization, telemetry,
-    // gate); otherwise the bare service. The status routes sit beside it either way.
+    // gate) at /mcp; otherwise the bare service.
     let mut telemetry = None;
-    let app = if gateway.aggregator().config().has_layers() {
+    let mcp = if gateway.aggregator().config().has_layers() {
         let mut headers = vmcp_layers::headers::HeaderValidationLayer::new();
         for host in &allowed_hosts {
             headers = headers.allow_host(host.clone());
@@ -163,8 +163,8 @@ async fn serve(
         stack.router()
     } else {
         axum::Router::new().nest_service("/mcp", gateway.service_with(http))
-    }
-    .merge(gateway.status_router());
+    };
+    let app = mcp.merge(gateway.status_router());
     if let Some(path) = config_path {
         tokio::spawn(reload_on_sighup(gateway.clone(), path));
     }

@@ -327,3 +327,84 @@ async fn sighup_reloads_the_config_file_under_a_live_session() {
     assert_eq!(status["backends"].as_array().unwrap().len(), 1, "{status}");
     let _ = server.kill().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_puts_the_layer_stack_in_front_when_configured() {
+    use vmcp_examples::demo::{DemoSpec, spawn};
+    use vmcp_tests::stacked::{modern_as, tool_names};
+
+    let gh = spawn(DemoSpec::new("gh", &["echo", "add"]), 0)
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-layers", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let audit = dir.join("audit.log");
+    let _ = std::fs::remove_file(&audit);
+    let path = temp_file(
+        "layers",
+        &format!(
+            r#"
+name: eng
+backends: [{{name: gh, url: '{}'}}]
+incomingAuth:
+  type: anonymous
+  authz:
+    type: cedar
+    policies: ['permit(principal, action == Action::"call_tool", resource == Tool::"gh_echo");']
+audit: {{logFile: '{}'}}
+telemetry: {{enablePrometheusMetricsPath: true}}
+"#,
+            gh.url(),
+            audit.display()
+        ),
+    );
+    let port = free_port();
+    let mut server = Command::new(VMCP)
+        .args(["serve", "--port", &port.to_string(), "-c"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+
+    let list = modern_as(&url, None, "tools/list", json!({})).await;
+    assert_eq!(tool_names(&list), ["gh_echo"], "the list is filtered");
+    let denied = modern_as(
+        &url,
+        None,
+        "tools/call",
+        json!({"name": "gh_add", "arguments": {"a": 1, "b": 2}}),
+    )
+    .await;
+    assert_eq!(denied.status, 403);
+    assert_eq!(denied.body["error"]["code"], 403);
+    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("vmcp_requests_total{mcp_method=\"tools/call\"} 1"),
+        "{metrics}"
+    );
+
+    let pid = server.id().unwrap() as i32;
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let status = tokio::time::timeout(Duration::from_secs(10), server.wait())
+        .await
+        .expect("exits within 10s of SIGTERM")
+        .unwrap();
+    assert!(status.success(), "graceful exit, got {status}");
+    let lines = std::fs::read_to_string(&audit).unwrap();
+    let outcomes: Vec<String> = lines
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["outcome"].to_string())
+        .collect();
+    assert_eq!(outcomes, ["\"success\"", "\"denied\""], "{lines}");
+}

@@ -408,6 +408,9 @@ struct Fixture {
     service: VmcpService,
     stacked: Vmcp,
     stack: Stack,
+    minimal: Stack,
+    _untraced: Vmcp,
+    untraced: Stack,
     token: String,
 }
 
@@ -427,12 +430,35 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
             idp.issuer,
             policies.join("\n")
         ));
+        // The full stack without telemetry, to see what telemetry adds to a call.
+        let untraced_config = vmcp_tests::config(&format!(
+            "name: eng\n{backends}incomingAuth:\n  type: oidc\n  oidc: {{issuer: '{}', audience: vmcp}}\n  authz:\n    type: cedar\n    policies:\n{}\naudit: {{logFile: /dev/null}}\n",
+            idp.issuer,
+            policies.join("\n")
+        ));
+        let untraced_vmcp = Vmcp::start(untraced_config).await.unwrap();
+        let untraced = untraced_vmcp
+            .stack(Default::default(), HeaderValidationLayer::new())
+            .unwrap();
         let bare = Vmcp::start(plain).await.unwrap();
         let service = bare.service();
+        // No sections configured: recovery, headers, anonymous auth + parsing, discovery.
+        let minimal = bare.stack(Default::default(), HeaderValidationLayer::new()).unwrap();
         let stacked = Vmcp::start(layered).await.unwrap();
         let stack = stacked.stack(Default::default(), HeaderValidationLayer::new()).unwrap();
         let token = key.sign(&idp.claims("alice", json!({"groups": ["admins"]})));
-        Fixture { _backends: vec![gh, jira], _idp: idp, bare, service, stacked, stack, token }
+        Fixture {
+            _backends: vec![gh, jira],
+            _idp: idp,
+            bare,
+            service,
+            stacked,
+            stack,
+            minimal,
+            _untraced: untraced_vmcp,
+            untraced,
+            token,
+        }
     })
 });
 
@@ -491,6 +517,14 @@ mod vmcp {
     }
 
     #[divan::bench]
+    fn tools_list_minimal_stack(b: Bencher) {
+        let f = &*FIXTURE;
+        let router = f.minimal.router();
+        b.with_inputs(|| modern("tools/list", json!({}), None))
+            .bench_values(|r| through(router.clone(), r));
+    }
+
+    #[divan::bench]
     fn tools_list_full_stack(b: Bencher) {
         let f = &*FIXTURE;
         let _ = &f.stacked;
@@ -510,6 +544,50 @@ mod vmcp {
             )
         })
         .bench_values(|r| through(f.service.clone(), r));
+    }
+
+    /// The bare service of the gateway behind `tools_call_full_stack` (its own
+    /// backend connections), to separate the layers from the gateway instance.
+    #[divan::bench]
+    fn tools_call_bare_of_the_stacked_gateway(b: Bencher) {
+        let f = &*FIXTURE;
+        let service = f.stacked.service();
+        b.with_inputs(|| {
+            modern(
+                "tools/call",
+                json!({"name": "gh_echo", "arguments": {"text": "hi"}}),
+                None,
+            )
+        })
+        .bench_values(|r| through(service.clone(), r));
+    }
+
+    #[divan::bench]
+    fn tools_call_minimal_stack(b: Bencher) {
+        let f = &*FIXTURE;
+        let router = f.minimal.router();
+        b.with_inputs(|| {
+            modern(
+                "tools/call",
+                json!({"name": "gh_echo", "arguments": {"text": "hi"}}),
+                None,
+            )
+        })
+        .bench_values(|r| through(router.clone(), r));
+    }
+
+    #[divan::bench]
+    fn tools_call_stack_without_telemetry(b: Bencher) {
+        let f = &*FIXTURE;
+        let router = f.untraced.router();
+        b.with_inputs(|| {
+            modern(
+                "tools/call",
+                json!({"name": "gh_echo", "arguments": {"text": "hi"}}),
+                Some(&f.token),
+            )
+        })
+        .bench_values(|r| through(router.clone(), r));
     }
 
     #[divan::bench]

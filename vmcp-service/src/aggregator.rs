@@ -241,8 +241,18 @@ impl Aggregator {
         // in between are coalesced into one trailing re-list.
         let mut last_relist: BTreeMap<String, Instant> = BTreeMap::new();
         let mut relist_pending: BTreeSet<String> = BTreeSet::new();
+        // Backends whose last listing failed are re-listed once per check interval:
+        // one that recovered before its health ever flipped would otherwise keep its
+        // stale report.
+        let mut last_retry = Instant::now();
         loop {
             let interval = self.registry.health_settings().interval;
+            let retry_due = last_retry + interval;
+            let has_failed = !self
+                .failed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty();
             let trailing = last_health_rebuild.map_or_else(Instant::now, |at| at + interval);
             let relist_due = relist_pending
                 .iter()
@@ -254,6 +264,11 @@ impl Aggregator {
                 changed = changes.changed() => {
                     if changed.is_err() { return; }
                     self.refresh_all().await;
+                }
+                _ = tokio::time::sleep_until(retry_due), if has_failed => {
+                    last_retry = Instant::now();
+                    let failed: BTreeSet<String> = self.failed_backends().into_iter().collect();
+                    self.refresh(Some(&failed)).await;
                 }
                 _ = tokio::time::sleep_until(trailing), if health_pending => {
                     health_pending = false;

@@ -34,7 +34,7 @@ pub enum StartError {
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// let config = vmcp_service::config::load_file("vmcp.yaml".as_ref())?.config;
 /// let gateway = vmcp_service::Vmcp::start(config).await?;
-/// let app = axum::Router::new().nest_service("/mcp", gateway.service());
+/// let app: axum::Router = axum::Router::new().nest_service("/mcp", gateway.service());
 /// # let _ = app; Ok(()) }
 /// ```
 #[derive(Debug)]

@@ -521,10 +521,18 @@ impl CedarAuthorizer {
             ListKind::Prompts => (&self.actions.list_prompts, "prompt"),
             ListKind::Resources => (&self.actions.list_resources, "resource"),
         };
+        // Argument-free, so cached per identity like list items (the key cannot
+        // collide with a target key, which starts with `t`, `p` or `r`).
+        let key = format!("list\0{feature}");
+        if let Some(hit) = cached.decisions.get(&key) {
+            return Ok(*hit);
+        }
         let resource = (uid("FeatureType", feature), Vec::new());
         let response = self.evaluate(&cached.principal, action, &resource, Context::empty())?;
-        Ok(response.decision() == Decision::Deny
-            && response.diagnostics().reason().next().is_some())
+        let hidden = response.decision() == Decision::Deny
+            && response.diagnostics().reason().next().is_some();
+        cached.decisions.insert(key, hidden);
+        Ok(hidden)
     }
 }
 
