@@ -139,7 +139,8 @@ async fn serve(
         allowed_hosts.push(host.to_string());
     }
     let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
-    let mut http = StreamableHttpServerConfig::default();
+    // As `Vmcp::service()`: plain JSON bodies for 2026-07-28 requests that stream nothing.
+    let mut http = StreamableHttpServerConfig::default().with_json_response(true);
     if !allowed_hosts.is_empty() {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
             .into_iter()
