@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use vmcp_examples::starter::{STARTER_YAML, embedded_default};
@@ -152,6 +153,11 @@ async fn serve(
     let app = axum::Router::new().nest_service("/mcp", gateway.service_with(http));
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(host, port)).await?;
     let addr = listener.local_addr()?;
+    // Responses leave in several writes (headers, SSE events); with Nagle's algorithm
+    // on, the last one waits for the client's delayed ACK, about 40 ms per request.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let catalog = gateway.aggregator().catalog();
     tracing::info!(
         tools = catalog.tools().len(),
