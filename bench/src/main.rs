@@ -17,6 +17,12 @@
 //! client, gateway and backend threads, peak RSS of the process, and the ratios
 //! (b)/(a) and (c)/(a). Then: memory per idle Legacy session, aggregation time for
 //! 50 backends × 100 tools, and `tools/list` latency over the 5,000 aggregated tools.
+//!
+//! Knobs for experiments: `VMCP_BENCH_GATEWAY_WORKERS` / `VMCP_BENCH_BACKEND_WORKERS`
+//! (runtime threads, default 2), `VMCP_BENCH_GATEWAY_NAGLE=1` (leave Nagle's algorithm
+//! on for the gateway's accepted connections, to see what `TCP_NODELAY` saves).
+//! `vmcp-bench serve-backend`, `serve-gateway URL` and `drive URL TOOL` run the parts
+//! as separate processes (see `scripts/profile-gateway.sh`).
 
 mod backend;
 mod client;
@@ -165,9 +171,18 @@ fn parse_args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
+/// A runtime of `workers` threads (default 2, or `VMCP_BENCH_<NAME>_WORKERS`).
 fn runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+    let knob = format!(
+        "VMCP_BENCH_{}_WORKERS",
+        name.trim_start_matches("bench-").to_uppercase()
+    );
+    let workers = std::env::var(&knob)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2);
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .thread_name(name)
         .enable_all()
         .build()

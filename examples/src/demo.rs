@@ -541,6 +541,10 @@ impl Drop for RunningDemo {
 pub async fn spawn(spec: DemoSpec, port: u16) -> std::io::Result<RunningDemo> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
+    // Without TCP_NODELAY a response's last write waits for the delayed ACK (~40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let stop = CancellationToken::new();
     let backend = DemoBackend::new(spec);
     let control = backend.control();

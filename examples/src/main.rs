@@ -4,6 +4,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use vmcp_examples::starter::{STARTER_YAML, embedded_default};
@@ -139,7 +140,8 @@ async fn serve(
         allowed_hosts.push(host.to_string());
     }
     let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
-    let mut http = StreamableHttpServerConfig::default();
+    // As `Vmcp::service()`: plain JSON bodies for 2026-07-28 requests that stream nothing.
+    let mut http = StreamableHttpServerConfig::default().with_json_response(true);
     if !allowed_hosts.is_empty() {
         let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"]
             .into_iter()
@@ -170,6 +172,11 @@ async fn serve(
     }
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(host, port)).await?;
     let addr = listener.local_addr()?;
+    // Responses leave in several writes (headers, SSE events); with Nagle's algorithm
+    // on, the last one waits for the client's delayed ACK, about 40 ms per request.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let catalog = gateway.aggregator().catalog();
     tracing::info!(
         tools = catalog.tools().len(),

@@ -229,6 +229,10 @@ pub async fn gateway(config: VmcpConfig) -> Gateway {
         .await
         .expect("bind gateway");
     let addr = listener.local_addr().expect("gateway addr");
+    // As in the bundled server: no Nagle delay on multi-write (SSE) responses.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let stop = CancellationToken::new();
     let token = stop.clone();
     tokio::spawn(async move {

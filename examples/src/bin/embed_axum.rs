@@ -16,6 +16,8 @@
 
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
+
 use vmcp_service::Vmcp;
 use vmcp_service::config::{BackendConfig, VmcpConfig, validate};
 
@@ -56,7 +58,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .nest_service("/mcp", gateway.service());
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+    // TCP_NODELAY: MCP responses leave in several writes, and with Nagle's algorithm
+    // the last one waits for the client's delayed ACK (about 40 ms per request).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:8080")
+        .await?
+        .tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
     tracing::info!("app on http://127.0.0.1:8080/hello, MCP on http://127.0.0.1:8080/mcp");
     let signal = {
         let gateway = gateway.clone();
