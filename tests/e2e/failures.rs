@@ -159,24 +159,38 @@ async fn a_backend_that_changes_revision_is_reprobed() {
         "rmcp serves 2026-07-28"
     );
 
-    // Modern -> Legacy: a Legacy-only server takes the address. It may even answer
-    // stateless calls, but the health check's server/discover fails, so the gateway
-    // reconnects, re-probes and re-lists.
+    // Modern -> Legacy: a Legacy-only server (no server/discover) takes the address.
+    // The health check's server/discover fails, so the gateway reconnects, re-probes
+    // and re-lists.
     demo.stop();
     drop(demo);
-    let mut legacy = everything_on(port, EverythingMode::StreamableHttp).await;
+    // The stopped server releases the port once its graceful shutdown ends.
+    let mut legacy = None;
+    for _ in 0..200 {
+        let spec = DemoSpec {
+            legacy_only: true,
+            ..DemoSpec::new("flip", &["legacytool"])
+        };
+        if let Ok(server) = spawn(spec, port).await {
+            legacy = Some(server);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let legacy = legacy.expect("the port is free again within 5s");
     assert!(
-        poke_until(&gw, "flip_whoami", "flip_get-sum").await,
+        poke_until(&gw, "flip_whoami", "flip_legacytool").await,
         "Legacy backend re-listed"
     );
     assert_eq!(backend.revision(), Some(McpRevision::Legacy));
     assert!(gw.vmcp.aggregator().catalog().tool("flip_whoami").is_none());
 
-    // A restarted Legacy backend forgets our session; server-everything refuses the
-    // unknown session with an uncorrelated 400. The gateway reconnects on its own
-    // (a timed-out call or a failed health check discards the session) and the
-    // backend serves again.
-    legacy.kill().await;
+    // Another Legacy server (server-everything) takes the address: it does not know
+    // our session and refuses it with an uncorrelated 400. The gateway reconnects on
+    // its own (a timed-out call or a failed health check discards the session),
+    // re-lists, and the backend serves again.
+    legacy.stop();
+    drop(legacy);
     let _legacy = everything_on(port, EverythingMode::StreamableHttp).await;
     let mut last = json!(null);
     let mut healed = false;
