@@ -27,7 +27,10 @@ use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
 
+mod direct;
 mod subscriptions;
+
+use direct::DirectHttp;
 
 /// A change a backend announced, fanned out to whoever keeps derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,6 +193,8 @@ struct Connection {
     subscribed: Mutex<BTreeSet<String>>,
     /// The `subscriptions/listen` stream of a Modern connection.
     listen: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// How a Modern streamable-HTTP connection forwards calls (see `direct`).
+    direct: Option<DirectHttp>,
 }
 
 impl Drop for Connection {
@@ -214,6 +219,8 @@ pub struct BackendClient {
     auth_refused: std::sync::atomic::AtomicBool,
     /// URIs clients are subscribed to on this backend; applied to every connection.
     subscriptions: std::sync::Mutex<BTreeSet<String>>,
+    /// Held while a new subscription set is applied (see `set_subscriptions`).
+    applying_subscriptions: Mutex<()>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -244,6 +251,7 @@ impl BackendClient {
             revision: std::sync::Mutex::new(None),
             auth_refused: std::sync::atomic::AtomicBool::new(false),
             subscriptions: std::sync::Mutex::new(BTreeSet::new()),
+            applying_subscriptions: Mutex::new(()),
         }
     }
 
@@ -364,6 +372,7 @@ impl BackendClient {
     /// Open a connection; the error says why and whether credentials were refused.
     async fn open(&self) -> Result<Connection, (String, bool)> {
         let handler = self.forwarder();
+        let handler_for_direct = handler.clone();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
                 // An expired session surfaces as an error rather than a transparent
@@ -421,12 +430,28 @@ impl BackendClient {
         let info = service
             .peer_info()
             .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
+        let revision = McpRevision::from_version(info.protocol_version.as_str());
+        let direct = (revision == McpRevision::Modern
+            && self.config.transport() == Transport::StreamableHttp)
+            .then(|| {
+                let forwarder = handler_for_direct.clone();
+                DirectHttp::new(
+                    self.http.clone(),
+                    self.config.url.as_str(),
+                    info.protocol_version.clone(),
+                    forwarder.info.client_info.clone(),
+                    forwarder.info.capabilities.clone(),
+                    Box::new(move |message| forwarder.forward(message)),
+                )
+            })
+            .flatten();
         Ok(Connection {
-            revision: McpRevision::from_version(info.protocol_version.as_str()),
+            revision,
             capabilities: info.capabilities.clone(),
             service,
             subscribed: Mutex::new(BTreeSet::new()),
             listen: std::sync::Mutex::new(None),
+            direct,
         })
     }
 
@@ -555,6 +580,9 @@ impl BackendClient {
                 };
                 if caps.tools.is_some() {
                     out.tools = peer.list_all_tools().await?;
+                    if let Some(direct) = &conn.direct {
+                        direct.set_tools(&out.tools);
+                    }
                 }
                 if caps.resources.is_some() {
                     out.resources = peer.list_all_resources().await?;
@@ -580,7 +608,12 @@ impl BackendClient {
     ) -> Result<CallToolResponse, BackendError> {
         self.run(timeout, |conn| {
             let params = params.clone();
-            async move { conn.service.call_tool_once(params).await }
+            async move {
+                match &conn.direct {
+                    Some(direct) => direct.call_tool(params).await,
+                    None => conn.service.call_tool_once(params).await,
+                }
+            }
         })
         .await
     }
@@ -593,7 +626,12 @@ impl BackendClient {
     ) -> Result<GetPromptResponse, BackendError> {
         self.run(timeout, |conn| {
             let params = params.clone();
-            async move { conn.service.get_prompt_once(params).await }
+            async move {
+                match &conn.direct {
+                    Some(direct) => direct.get_prompt(params).await,
+                    None => conn.service.get_prompt_once(params).await,
+                }
+            }
         })
         .await
     }

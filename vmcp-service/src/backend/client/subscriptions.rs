@@ -17,7 +17,12 @@ impl BackendClient {
     /// Set the URIs clients want `notifications/resources/updated` for. A Legacy
     /// connection subscribes and unsubscribes the difference; a Modern one re-opens
     /// its `subscriptions/listen` stream with the new set. Reconnects re-apply it.
+    ///
+    /// Calls are serialised: one that finds the set unchanged returns only after the
+    /// call that changed it has applied it, so whoever acknowledges a client
+    /// subscription after this returns knows the backend is subscribed.
     pub async fn set_subscriptions(&self, uris: BTreeSet<String>) {
+        let _applying = self.applying_subscriptions.lock().await;
         let changed = {
             let mut current = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
             let changed = *current != uris;
@@ -133,8 +138,9 @@ impl BackendClient {
 }
 
 impl EventForwarder {
-    /// Turn a notification from a backend's listen stream into an event.
-    fn forward(&self, notification: rmcp::model::ServerNotification) {
+    /// Turn a notification from a backend's listen stream (or from an answer's event
+    /// stream, see `direct`) into an event.
+    pub(super) fn forward(&self, notification: rmcp::model::ServerNotification) {
         use rmcp::model::ServerNotification as N;
         match notification {
             N::ToolListChangedNotification(_) => self.emit(BackendEventKind::ToolsChanged),

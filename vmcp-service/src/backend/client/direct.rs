@@ -1,0 +1,547 @@
+//! Forwarded 2026-07-28 requests sent as one HTTP POST from the caller's own task.
+//!
+//! A Modern backend needs no session, so `tools/call` and `prompts/get` on a Modern
+//! connection do not go through rmcp's client service loop. That path hands every
+//! request through three tasks (the service loop, the transport worker, and a
+//! stream task for an SSE answer) and parses the answer as an untagged union of
+//! every message and result type; on a 2-core machine those hand-offs cost more than
+//! the rest of the gateway's work per call (see `docs/benchmarks.md`). Here the
+//! caller serializes the params once, POSTs them with the SEP-2243 headers, and
+//! parses the answer straight into the type it expects.
+//!
+//! Connecting (`server/discover`), lists, subscriptions, `resources/read` (whose
+//! results rmcp caches), completions and Legacy sessions stay on rmcp's client.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
+use futures::StreamExt;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderName, HeaderValue, StatusCode};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    InputRequiredResult, JsonObject, ProtocolVersion, RequestId, RequestMetaObject,
+    ServerJsonRpcMessage, ServerNotification, ServerResult, Tool,
+};
+use rmcp::service::ServiceError;
+use rmcp::transport::DynamicTransportError;
+use rmcp::transport::common::http_header::{
+    BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX, HEADER_MCP_PARAM_PREFIX,
+};
+use serde::Deserialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// A JSON answer larger than this is refused (rmcp's client uses the same bound).
+const MAX_JSON_RESPONSE: usize = 16 * 1024 * 1024;
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
+/// Why a direct request failed below the JSON-RPC level.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum DirectError {
+    /// The HTTP exchange failed.
+    #[error("http: {0}")]
+    Http(#[from] reqwest::Error),
+    /// The backend answered with an HTTP status and no JSON-RPC error.
+    #[error("backend answered HTTP {0}")]
+    Status(StatusCode),
+    /// The answer was neither JSON nor an event stream.
+    #[error("unexpected content type {0:?}")]
+    ContentType(String),
+    /// The JSON answer exceeded [`MAX_JSON_RESPONSE`].
+    #[error("answer larger than {MAX_JSON_RESPONSE} bytes")]
+    TooLarge,
+    /// The answer could not be parsed.
+    #[error("malformed answer: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// The event stream ended without the answer.
+    #[error("the event stream ended before the answer")]
+    Incomplete,
+    /// The event stream broke.
+    #[error("event stream: {0}")]
+    Stream(String),
+}
+
+impl From<DirectError> for ServiceError {
+    fn from(error: DirectError) -> Self {
+        ServiceError::TransportSend(DynamicTransportError::from_parts(
+            "streamable-http (direct)",
+            std::any::TypeId::of::<DirectError>(),
+            Box::new(error),
+        ))
+    }
+}
+
+/// One `x-mcp-header` annotation of a tool's input schema: the argument at `path`
+/// travels as the `Mcp-Param-<name>` header too.
+#[derive(Debug)]
+struct ParamHeader {
+    path: Vec<String>,
+    header: HeaderName,
+}
+
+/// What a Modern connection needs to send requests without rmcp's service loop.
+pub(super) struct DirectHttp {
+    http: reqwest::Client,
+    uri: String,
+    version: HeaderValue,
+    /// The SEP-2575 client context rmcp's client puts in every request's `_meta`.
+    context: RequestMetaObject,
+    next_id: AtomicI64,
+    /// Tools (by backend name) whose schemas carry `x-mcp-header` annotations.
+    param_headers: RwLock<Arc<HashMap<String, Arc<[ParamHeader]>>>>,
+    /// Where notifications that arrive in an answer's event stream go.
+    notify: Box<dyn Fn(ServerNotification) + Send + Sync>,
+}
+
+impl DirectHttp {
+    /// Requests to `uri` as the client `info` that negotiated `version`.
+    pub(super) fn new(
+        http: reqwest::Client,
+        uri: &str,
+        version: ProtocolVersion,
+        info: Implementation,
+        capabilities: ClientCapabilities,
+        notify: Box<dyn Fn(ServerNotification) + Send + Sync>,
+    ) -> Option<Self> {
+        Some(Self {
+            http,
+            uri: uri.to_owned(),
+            version: HeaderValue::from_str(version.as_str()).ok()?,
+            context: RequestMetaObject::with_client_context(version, info, capabilities),
+            next_id: AtomicI64::new(1),
+            param_headers: RwLock::default(),
+            notify,
+        })
+    }
+
+    /// Learn which of the backend's tools promote arguments to headers.
+    pub(super) fn set_tools(&self, tools: &[Tool]) {
+        let map: HashMap<String, Arc<[ParamHeader]>> = tools
+            .iter()
+            .filter_map(|tool| {
+                let headers = param_headers(&tool.input_schema);
+                (!headers.is_empty()).then(|| (tool.name.to_string(), headers.into()))
+            })
+            .collect();
+        *self
+            .param_headers
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
+    }
+
+    /// `tools/call`, answered with a result, an MRTR `input_required` or a task.
+    pub(super) async fn call_tool(
+        &self,
+        mut params: CallToolRequestParams,
+    ) -> Result<CallToolResponse, ServiceError> {
+        self.add_context(params.meta.get_or_insert_default());
+        let mut headers = self.headers("tools/call", Some(params.name.as_ref()));
+        let schema = self
+            .param_headers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(params.name.as_ref())
+            .cloned();
+        if let (Some(annotations), Some(arguments)) = (schema, params.arguments.as_ref()) {
+            add_param_headers(&mut headers, &annotations, arguments);
+        }
+        let raw = self.send("tools/call", &params, headers).await?;
+        let raw = raw.get();
+        if let Ok(result) = serde_json::from_str::<CallToolResult>(raw) {
+            return Ok(CallToolResponse::Complete(result));
+        }
+        if let Ok(result) = serde_json::from_str::<InputRequiredResult>(raw) {
+            return Ok(CallToolResponse::InputRequired(result));
+        }
+        if let Ok(result) = serde_json::from_str::<CreateTaskResult>(raw) {
+            return Ok(CallToolResponse::Task(result));
+        }
+        contentless_call_result(raw).map(CallToolResponse::Complete)
+    }
+
+    /// `prompts/get`, answered with a prompt or an MRTR `input_required`.
+    pub(super) async fn get_prompt(
+        &self,
+        mut params: GetPromptRequestParams,
+    ) -> Result<GetPromptResponse, ServiceError> {
+        self.add_context(params.meta.get_or_insert_default());
+        let headers = self.headers("prompts/get", Some(&params.name));
+        let raw = self.send("prompts/get", &params, headers).await?;
+        if let Ok(result) = serde_json::from_str::<GetPromptResult>(raw.get()) {
+            return Ok(GetPromptResponse::Complete(result));
+        }
+        parse(raw.get()).map(GetPromptResponse::InputRequired)
+    }
+
+    fn add_context(&self, meta: &mut RequestMetaObject) {
+        for (key, value) in self.context.0.iter() {
+            meta.0.insert(key.clone(), value.clone());
+        }
+    }
+
+    /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (SEP-2243).
+    fn headers(&self, method: &'static str, name: Option<&str>) -> http::HeaderMap {
+        let mut headers = http::HeaderMap::with_capacity(6);
+        headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            HeaderName::from_static(LOWER_PROTOCOL_VERSION),
+            self.version.clone(),
+        );
+        headers.insert(
+            HeaderName::from_static(LOWER_METHOD),
+            HeaderValue::from_static(method),
+        );
+        if let Some(value) = name.and_then(|n| HeaderValue::from_str(&encode_header_value(n)).ok())
+        {
+            headers.insert(HeaderName::from_static(LOWER_NAME), value);
+        }
+        headers
+    }
+
+    /// POST one request and return its `result`, raw; a JSON-RPC error is
+    /// [`ServiceError::McpError`].
+    async fn send(
+        &self,
+        method: &'static str,
+        params: &impl serde::Serialize,
+        headers: http::HeaderMap,
+    ) -> Result<Box<RawValue>, ServiceError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = serde_json::to_vec(&Outgoing {
+            jsonrpc: "2.0",
+            id,
+            method,
+            params,
+        })
+        .map_err(DirectError::from)?;
+        let response = self
+            .http
+            .post(&self.uri)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(DirectError::from)?;
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if content_type.starts_with("text/event-stream") && status.is_success() {
+            return self.read_stream(response, id).await;
+        }
+        if !content_type.starts_with("application/json") {
+            return Err(if status.is_success() {
+                DirectError::ContentType(content_type)
+            } else {
+                DirectError::Status(status)
+            }
+            .into());
+        }
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_JSON_RESPONSE as u64)
+        {
+            return Err(DirectError::TooLarge.into());
+        }
+        let body = read_limited(response).await?;
+        match answer(&body, id) {
+            Ok(Some(result)) if status.is_success() => Ok(result),
+            // An HTTP error with a JSON-RPC error body (e.g. 400 -32020) is that error.
+            Err(ServiceError::McpError(error)) => Err(ServiceError::McpError(error)),
+            _ if !status.is_success() => Err(DirectError::Status(status).into()),
+            Ok(Some(result)) => Ok(result),
+            Ok(None) => Err(DirectError::Incomplete.into()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Read an event stream until the answer to `id`, forwarding notifications.
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        id: i64,
+    ) -> Result<Box<RawValue>, ServiceError> {
+        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| DirectError::Stream(e.to_string()))?;
+            let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
+                continue; // priming event or keep-alive
+            };
+            if let Some(result) = self.message(data.as_bytes(), id)? {
+                return Ok(result);
+            }
+        }
+        Err(DirectError::Incomplete.into())
+    }
+
+    /// One message of an answer: the result for `id`, or `None` after passing on a
+    /// notification (or dropping a message that is not ours).
+    fn message(&self, data: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
+        let envelope: Envelope = serde_json::from_slice(data).map_err(DirectError::from)?;
+        if envelope.method.is_some() {
+            match serde_json::from_slice::<ServerJsonRpcMessage>(data) {
+                Ok(ServerJsonRpcMessage::Notification(n)) => (self.notify)(n.notification),
+                Ok(_) => tracing::debug!("ignoring a request a 2026-07-28 backend sent"),
+                Err(error) => tracing::debug!("ignoring an unreadable message: {error}"),
+            }
+            return Ok(None);
+        }
+        envelope.into_answer(id)
+    }
+}
+
+const LOWER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LOWER_METHOD: &str = "mcp-method";
+const LOWER_NAME: &str = "mcp-name";
+
+/// The request as it goes on the wire; `params` is serialized in place.
+#[derive(serde::Serialize)]
+struct Outgoing<'a, P> {
+    jsonrpc: &'static str,
+    id: i64,
+    method: &'static str,
+    params: &'a P,
+}
+
+/// The parts of an incoming message needed to tell what it is.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<RequestId>,
+    #[serde(default)]
+    method: Option<IgnoredAny>,
+    #[serde(default)]
+    result: Option<Box<RawValue>>,
+    #[serde(default)]
+    error: Option<ErrorData>,
+}
+
+impl Envelope {
+    fn into_answer(self, id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
+        let ours = match &self.id {
+            Some(RequestId::Number(n)) => *n == id,
+            Some(RequestId::String(_)) => false,
+            // An error the server could not correlate (no id) answers the request
+            // it is in reply to: a POST carries one request.
+            None => self.error.is_some(),
+        };
+        if !ours {
+            return Ok(None);
+        }
+        match (self.result, self.error) {
+            (_, Some(error)) => Err(ServiceError::McpError(error)),
+            (Some(result), None) => Ok(Some(result)),
+            (None, None) => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+}
+
+/// The answer in a JSON body.
+fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
+    let envelope: Envelope = serde_json::from_slice(body).map_err(DirectError::from)?;
+    envelope.into_answer(id)
+}
+
+async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, ServiceError> {
+    let mut body = Vec::with_capacity(response.content_length().unwrap_or(1024) as usize);
+    while let Some(chunk) = response.chunk().await.map_err(DirectError::from)? {
+        if body.len() + chunk.len() > MAX_JSON_RESPONSE {
+            return Err(DirectError::TooLarge.into());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, ServiceError> {
+    serde_json::from_str(raw).map_err(|e| DirectError::Malformed(e).into())
+}
+
+/// A `tools/call` answer with no content (`{}`, `{"_meta": …}`, a task ack) is an
+/// empty result, as rmcp's client reads it.
+fn contentless_call_result(raw: &str) -> Result<CallToolResult, ServiceError> {
+    let (result_type, meta) = match parse::<ServerResult>(raw)? {
+        ServerResult::EmptyResult(_) => (None, None),
+        ServerResult::TaskAckResult(ack) => (Some(ack.result_type), ack.meta),
+        ServerResult::CustomResult(custom) => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct MetaOnly {
+                #[serde(rename = "_meta")]
+                meta: rmcp::model::MetaObject,
+            }
+            let MetaOnly { meta } =
+                serde_json::from_value(custom.0).map_err(|_| ServiceError::UnexpectedResponse)?;
+            (None, Some(meta))
+        }
+        _ => return Err(ServiceError::UnexpectedResponse),
+    };
+    let mut result = CallToolResult::default();
+    result.result_type = result_type;
+    result.meta = meta;
+    Ok(result)
+}
+
+/// Every `x-mcp-header` annotation reached from the schema root through
+/// `properties` (nested ones included), as SEP-2243 defines them.
+fn param_headers(schema: &JsonObject) -> Vec<ParamHeader> {
+    fn walk(properties: Option<&Value>, path: &mut Vec<String>, out: &mut Vec<ParamHeader>) {
+        let Some(Value::Object(properties)) = properties else {
+            return;
+        };
+        for (name, schema) in properties {
+            path.push(name.clone());
+            if let Some(Value::String(header)) = schema.get("x-mcp-header")
+                && !header.is_empty()
+                && let Ok(header) =
+                    HeaderName::from_bytes(format!("{HEADER_MCP_PARAM_PREFIX}{header}").as_bytes())
+            {
+                out.push(ParamHeader {
+                    path: path.clone(),
+                    header,
+                });
+            }
+            walk(schema.get("properties"), path, out);
+            path.pop();
+        }
+    }
+    let mut out = Vec::new();
+    walk(schema.get("properties"), &mut Vec::new(), &mut out);
+    out
+}
+
+/// `Mcp-Param-*` headers for the annotated arguments present as primitives.
+fn add_param_headers(
+    headers: &mut http::HeaderMap,
+    annotations: &[ParamHeader],
+    args: &JsonObject,
+) {
+    for annotation in annotations {
+        let Some((first, rest)) = annotation.path.split_first() else {
+            continue;
+        };
+        let value = rest
+            .iter()
+            .try_fold(args.get(first.as_str()), |value, key| {
+                Some(value?.get(key.as_str()))
+            })
+            .flatten();
+        let text = match value {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Bool(b)) => b.to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => continue,
+        };
+        if let Ok(value) = HeaderValue::from_str(&encode_header_value(&text)) {
+            headers.insert(annotation.header.clone(), value);
+        }
+    }
+}
+
+/// A header value as SEP-2243 sends it: Base64-wrapped when it cannot travel bare.
+fn encode_header_value(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let needs_base64 = !value.is_empty()
+        && (matches!(bytes.first(), Some(b' ' | b'\t'))
+            || matches!(bytes.last(), Some(b' ' | b'\t'))
+            || bytes.iter().any(|&b| !(0x20..=0x7e).contains(&b))
+            || (value.starts_with(BASE64_HEADER_PREFIX) && value.ends_with(BASE64_HEADER_SUFFIX)));
+    if needs_base64 {
+        format!(
+            "{BASE64_HEADER_PREFIX}{}{BASE64_HEADER_SUFFIX}",
+            BASE64_STANDARD.encode(value)
+        )
+    } else {
+        value.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::transport::common::http_header::{
+        HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
+    };
+    use serde_json::json;
+
+    #[test]
+    fn lower_case_header_names_match_rmcp() {
+        assert!(HEADER_MCP_PROTOCOL_VERSION.eq_ignore_ascii_case(LOWER_PROTOCOL_VERSION));
+        assert!(HEADER_MCP_METHOD.eq_ignore_ascii_case(LOWER_METHOD));
+        assert!(HEADER_MCP_NAME.eq_ignore_ascii_case(LOWER_NAME));
+    }
+
+    #[test]
+    fn header_values_are_base64_wrapped_only_when_needed() {
+        assert_eq!(encode_header_value("plain-name"), "plain-name");
+        assert_eq!(encode_header_value(""), "");
+        assert_eq!(encode_header_value(" lead"), "=?base64?IGxlYWQ=?=");
+        assert_eq!(encode_header_value("héllo"), "=?base64?aMOpbGxv?=");
+        assert_eq!(
+            encode_header_value("=?base64?x?="),
+            "=?base64?PT9iYXNlNjQ/eD89?="
+        );
+    }
+
+    #[test]
+    fn annotated_arguments_become_param_headers() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "opts": {"type": "object", "properties": {
+                    "dry": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+                    "note": {"type": "string"}
+                }},
+                "blank": {"type": "string", "x-mcp-header": ""}
+            }
+        });
+        let annotations = param_headers(schema.as_object().unwrap());
+        assert_eq!(annotations.len(), 2);
+        let args = json!({"region": "eu west", "opts": {"dry": true}, "blank": "x"});
+        let mut headers = http::HeaderMap::new();
+        add_param_headers(&mut headers, &annotations, args.as_object().unwrap());
+        assert_eq!(headers["mcp-param-region"], "eu west");
+        assert_eq!(headers["mcp-param-dry-run"], "true");
+        assert_eq!(headers.len(), 2);
+    }
+
+    #[test]
+    fn answers_are_matched_by_id() {
+        let ok = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
+        assert_eq!(answer(ok, 7).unwrap().unwrap().get(), r#"{"content":[]}"#);
+        assert!(answer(ok, 8).unwrap().is_none());
+        let err = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad"}}"#;
+        match answer(err, 7) {
+            Err(ServiceError::McpError(e)) => assert_eq!(e.code.0, -32602),
+            other => panic!("{other:?}"),
+        }
+        let uncorrelated = br#"{"jsonrpc":"2.0","error":{"code":-32020,"message":"hdr"}}"#;
+        assert!(matches!(
+            answer(uncorrelated, 3),
+            Err(ServiceError::McpError(_))
+        ));
+        assert!(matches!(
+            answer(b"not json", 1),
+            Err(ServiceError::TransportSend(_))
+        ));
+    }
+
+    #[test]
+    fn contentless_results_read_as_empty_call_results() {
+        let empty = contentless_call_result("{}").unwrap();
+        assert!(empty.content.is_empty());
+        let meta = contentless_call_result(r#"{"_meta":{"k":1}}"#).unwrap();
+        assert_eq!(meta.meta.unwrap().0["k"], 1);
+    }
+}
