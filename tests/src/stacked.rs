@@ -45,6 +45,10 @@ pub async fn serve(router: axum::Router) -> (SocketAddr, CancellationToken) {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("addr");
+    // As in the bundled server: no Nagle delay on multi-write (SSE) responses.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let stop = CancellationToken::new();
     let token = stop.clone();
     tokio::spawn(async move {
