@@ -211,7 +211,7 @@ async fn jwt_and_gate_alone_in_front_of_a_plain_rmcp_server() {
         .layer(GateLayer::new())
         .service(server);
     let (addr, stop) =
-        vmcp_tests::stacked::serve(axum::Router::new().route_service("/mcp", gated)).await;
+        vmcp_tests::serve_on_loopback(axum::Router::new().route_service("/mcp", gated)).await;
     let url = format!("http://{addr}/mcp");
 
     let alice = key.sign(&idp.claims("alice", json!({})));

@@ -17,8 +17,8 @@ use vmcp_layers::ParsedMcpRequest;
 use vmcp_layers::stack::StackBuilder;
 use vmcp_service::Vmcp;
 use vmcp_service::view::CatalogProvider;
-use vmcp_tests::config;
-use vmcp_tests::stacked::{modern_as, serve, stacked_gateway};
+use vmcp_tests::stacked::{modern_as, stacked_gateway};
+use vmcp_tests::{config, serve_on_loopback};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_is_a_500_and_the_next_request_is_served() {
@@ -48,7 +48,7 @@ async fn a_panic_is_a_500_and_the_next_request_is_served() {
     let stack = StackBuilder::new()
         .provider(Arc::new(CatalogProvider(vmcp.aggregator().clone())))
         .build(inner);
-    let (addr, stop) = serve(stack.router()).await;
+    let (addr, stop) = serve_on_loopback(stack.router()).await;
     let url = format!("http://{addr}/mcp");
 
     let crashed = modern_as(
@@ -197,7 +197,7 @@ async fn spans_reach_an_otlp_receiver_with_trace_context_to_the_backend() {
             async { "" }
         }),
     );
-    let (collector, stop_collector) = serve(receiver).await;
+    let (collector, stop_collector) = serve_on_loopback(receiver).await;
 
     let gh = spawn(DemoSpec::new("gh", &["echo", "traceparent"]), 0)
         .await

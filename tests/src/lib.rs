@@ -219,27 +219,36 @@ impl Drop for Gateway {
     }
 }
 
-/// Start the gateway for `config` on a free loopback port.
-pub async fn gateway(config: VmcpConfig) -> Gateway {
-    let vmcp = Vmcp::start(config).await.expect("gateway starts");
-    let app = axum::Router::new()
-        .nest_service("/mcp", vmcp.service())
-        .merge(vmcp.status_router());
+/// Serve `router` on a free loopback port until the returned token is cancelled.
+///
+/// Accepted connections get `TCP_NODELAY`, as in the bundled server: responses leave in
+/// several writes (headers, SSE events), and with Nagle's algorithm the last one would
+/// wait for the client's delayed ACK.
+pub async fn serve_on_loopback(router: axum::Router) -> (SocketAddr, CancellationToken) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
-        .expect("bind gateway");
-    let addr = listener.local_addr().expect("gateway addr");
-    // As in the bundled server: no Nagle delay on multi-write (SSE) responses.
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("listener addr");
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         let _ = tcp.set_nodelay(true);
     });
     let stop = CancellationToken::new();
     let token = stop.clone();
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
+        let _ = axum::serve(listener, router)
             .with_graceful_shutdown(async move { token.cancelled_owned().await })
             .await;
     });
+    (addr, stop)
+}
+
+/// Start the gateway for `config` on a free loopback port.
+pub async fn gateway(config: VmcpConfig) -> Gateway {
+    let vmcp = Vmcp::start(config).await.expect("gateway starts");
+    let app = axum::Router::new()
+        .nest_service("/mcp", vmcp.service())
+        .merge(vmcp.status_router());
+    let (addr, stop) = serve_on_loopback(app).await;
     Gateway { vmcp, addr, stop }
 }
 

@@ -39,29 +39,13 @@ impl Drop for StackedGateway {
     }
 }
 
-/// Serve `router` on a free loopback port until `stop` fires.
-pub async fn serve(router: axum::Router) -> (SocketAddr, CancellationToken) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let stop = CancellationToken::new();
-    let token = stop.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { token.cancelled_owned().await })
-            .await;
-    });
-    (addr, stop)
-}
-
 /// Start the gateway for `config` behind `Vmcp::stack`.
 pub async fn stacked_gateway(config: VmcpConfig) -> StackedGateway {
     let vmcp = Vmcp::start(config).await.expect("gateway starts");
     let stack = vmcp
         .stack(Default::default(), HeaderValidationLayer::new())
         .expect("stack builds");
-    let (addr, stop) = serve(stack.router()).await;
+    let (addr, stop) = crate::serve_on_loopback(stack.router()).await;
     StackedGateway {
         vmcp,
         stack,
