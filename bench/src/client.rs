@@ -1,7 +1,7 @@
 //! The load client: raw HTTP/1.1 over hyper's connection API, one keep-alive TCP
 //! connection per simulated client, request bodies and headers built ahead of time.
 //! It is deliberately thin so that what is measured is the server; its own CPU time
-//! is reported next to the servers' (see `main.rs`).
+//! is reported next to the servers' (see `throughput.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
