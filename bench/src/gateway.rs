@@ -5,12 +5,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use http::HeaderMap;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 use vmcp_service::{Vmcp, VmcpConfig};
 
-use crate::stack;
+use crate::stack::{self, Stack};
 
 /// A gateway serving on loopback in the gateway runtime.
 pub struct Gateway {
@@ -28,18 +27,18 @@ impl Gateway {
     }
 }
 
-/// Start a gateway for `config`, bare (b) or with the full stack (c). For (c), the
-/// headers its clients send; `Err` with the reason when (c) cannot be built.
+/// Start a gateway for `config`, bare (b) or with the full stack (c); for (c), also
+/// what [`stack::full_stack`] wired. `Err` with the reason when (c) cannot be built.
 pub async fn start_gateway(
     gw: &Handle,
     config: VmcpConfig,
     layered: bool,
-) -> anyhow::Result<Result<(Gateway, HeaderMap), String>> {
+) -> anyhow::Result<Result<(Gateway, Option<Stack>), String>> {
     gw.spawn(async move {
         let vmcp = Arc::new(Vmcp::start(config).await?);
-        let (app, headers) = if layered {
+        let (app, stack) = if layered {
             match stack::full_stack(&vmcp) {
-                Ok(stack) => (stack.router, stack.headers),
+                Ok(stack) => (stack.router.clone(), Some(stack)),
                 Err(reason) => {
                     vmcp.shutdown().await;
                     return Ok(Err(reason));
@@ -48,7 +47,7 @@ pub async fn start_gateway(
         } else {
             (
                 axum::Router::new().nest_service("/mcp", vmcp.service()),
-                HeaderMap::new(),
+                None,
             )
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -64,7 +63,7 @@ pub async fn start_gateway(
                 .with_graceful_shutdown(async move { token.cancelled_owned().await })
                 .await;
         });
-        anyhow::Ok(Ok((Gateway { vmcp, addr, stop }, headers)))
+        anyhow::Ok(Ok((Gateway { vmcp, addr, stop }, stack)))
     })
     .await?
 }

@@ -25,7 +25,7 @@
 //! as separate processes (see `scripts/profile-gateway.sh`).
 //!
 //! Modules: `cli` (arguments), `gateway` (the gateway under test), `stack` (what
-//! variant (c) wires), `throughput` (load rounds and rows), `report` (tables),
+//! variant (c) wires; `issuer`, its JWT key), `throughput` (load rounds and rows), `report` (tables),
 //! `memory` (idle sessions), `aggregation` (many backends), `client` (the load
 //! client), `backend` (the in-process backend), `sys` (`/proc` accounting) and
 //! `profile` (the separate-process modes).
@@ -35,6 +35,7 @@ mod backend;
 mod cli;
 mod client;
 mod gateway;
+mod issuer;
 mod memory;
 mod profile;
 mod report;
@@ -42,6 +43,7 @@ mod stack;
 mod sys;
 mod throughput;
 
+use anyhow::Context;
 use http::HeaderMap;
 use tokio::runtime::Handle;
 
@@ -52,6 +54,8 @@ use gateway::{single_backend_config, start_gateway};
 const BACKEND_THREADS: &str = "bench-backend";
 const GATEWAY_THREADS: &str = "bench-gateway";
 const CLIENT_THREADS: [&str; 1] = ["bench-client"];
+/// Tools of the backend behind (a), (b) and (c).
+const BACKEND_TOOLS: usize = 10;
 
 /// A runtime of `workers` threads (default 2, or `VMCP_BENCH_<NAME>_WORKERS`).
 fn runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
@@ -108,7 +112,10 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
     };
 
     let backend = bk
-        .spawn(backend::spawn(backend::Backend::new("bench", 10)))
+        .spawn(backend::spawn(backend::Backend::new(
+            "bench",
+            BACKEND_TOOLS,
+        )))
         .await??;
     let direct = Target {
         addr: backend.addr,
@@ -128,15 +135,15 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
     let mut variants: Vec<(char, Target)> =
         vec![('a', direct.clone()), ('b', through_bare.clone())];
     let layered_reason = match &layered {
-        Ok((gateway, headers)) => {
-            variants.push((
-                'c',
-                Target {
-                    addr: gateway.addr,
-                    tool: "bench_echo".into(),
-                    extra_headers: headers.clone(),
-                },
-            ));
+        Ok((gateway, stack)) => {
+            let stack = stack.as_ref().context("(c) started without its stack")?;
+            let target = Target {
+                addr: gateway.addr,
+                tool: "bench_echo".into(),
+                extra_headers: stack.headers.clone(),
+            };
+            stack::check(&target, &stack.outsider_headers, BACKEND_TOOLS).await?;
+            variants.push(('c', target));
             None
         }
         Err(reason) => Some(reason.clone()),
@@ -144,6 +151,9 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
     report::throughput_header();
     let rows = throughput::measure(&variants, &args).await?;
     report::throughput_footer(layered_reason.as_deref());
+    if let Ok((_, Some(stack))) = &layered {
+        report::layered(stack);
+    }
     let misses = report::ratios(&rows, layered_reason.as_deref());
     report::client_share(&rows);
 

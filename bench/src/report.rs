@@ -4,6 +4,7 @@
 
 use crate::cli::Args;
 use crate::client::{Op, Revision};
+use crate::stack::Stack;
 use crate::sys;
 use crate::throughput::Row;
 
@@ -59,6 +60,17 @@ pub fn throughput_footer(layered_reason: Option<&str>) {
     if let Some(reason) = layered_reason {
         println!("| c | – | – | – | {reason} | | | | | | | |");
     }
+    println!();
+}
+
+/// What (c) wired, and what its audit layer wrote over the run.
+pub fn layered(stack: &Stack) {
+    let (lines, bytes) = stack.audit.get();
+    println!(
+        "(c) layers, outermost first: {}; audit: {lines} lines serialized, {:.0} bytes each on average.",
+        stack.layers.join(", "),
+        bytes as f64 / lines.max(1) as f64
+    );
     println!();
 }
 
