@@ -1,7 +1,7 @@
 //! The load client: raw HTTP/1.1 over hyper's connection API, one keep-alive TCP
 //! connection per simulated client, request bodies and headers built ahead of time.
 //! It is deliberately thin so that what is measured is the server; its own CPU time
-//! is reported next to the servers' (see `main.rs`).
+//! is reported next to the servers' (see `throughput.rs`).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -309,6 +309,21 @@ pub fn jsonrpc_message(body: &[u8]) -> anyhow::Result<Value> {
         .context("no JSON-RPC response in the body")
 }
 
+/// Is `message` a real success of `op`: the echoed text of a call (not a tool
+/// error), a non-empty tool list?
+fn succeeded(message: &Value, op: Op) -> bool {
+    let result = &message["result"];
+    match op {
+        Op::Call => {
+            result["isError"] != true
+                && result["content"][0]["text"]
+                    .as_str()
+                    .is_some_and(|text| text.ends_with(": hello"))
+        }
+        Op::List => result["tools"].as_array().is_some_and(|t| !t.is_empty()),
+    }
+}
+
 /// What one load run measured.
 #[derive(Debug, Default)]
 pub struct LoadResult {
@@ -319,7 +334,9 @@ pub struct LoadResult {
 }
 
 /// `clients` connections repeat `op` back to back: `warmup` unmeasured, then
-/// `window` measured. Fails on the first failed request.
+/// `window` measured. The first response is checked in full (see [`succeeded`]),
+/// every other one for status 200 and a `"result"`. Fails on the first failed
+/// request.
 pub async fn load(
     target: &Target,
     revision: Revision,
@@ -336,7 +353,7 @@ pub async fn load(
     // Validate once, fully, before timing anything.
     let body = connected[0].send(&prepared).await?;
     let message = jsonrpc_message(&body)?;
-    if message.get("result").is_none() {
+    if !succeeded(&message, op) {
         bail!("unexpected answer: {message}");
     }
     let measure_from = Instant::now() + warmup;

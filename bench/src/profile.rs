@@ -8,7 +8,7 @@ use std::time::Instant;
 use http::HeaderMap;
 use tokio::runtime::Handle;
 
-use super::Mode;
+use crate::cli::Mode;
 use crate::client::{Client, Target};
 
 fn target(url: &str, tool: &str) -> anyhow::Result<Target> {
@@ -50,10 +50,13 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             drop(backend);
         }
         Mode::ServeGateway(backend_url) => {
-            let (gateway, _) =
-                super::start_gateway(&gw, super::single_backend_config(&backend_url)?, false)
-                    .await?
-                    .map_err(anyhow::Error::msg)?;
+            let (gateway, _) = crate::gateway::start_gateway(
+                &gw,
+                crate::gateway::single_backend_config(&backend_url)?,
+                false,
+            )
+            .await?
+            .map_err(anyhow::Error::msg)?;
             println!("listening on http://{}/mcp", gateway.addr);
             until_stopped().await;
             gateway.stop(&gw).await;

@@ -1,0 +1,136 @@
+//! The command line: the benchmark's options (`--quick`, `--rounds`, `--only`, …),
+//! the child mode of the session probe, and the profiling modes (`serve-backend`,
+//! `serve-gateway`, `drive`).
+
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::client::{Op, Revision};
+
+/// What this invocation was asked to do, and with which settings.
+pub struct Args {
+    pub warmup: Duration,
+    pub window: Duration,
+    pub rounds: usize,
+    pub sessions: usize,
+    pub aggregation_backends: usize,
+    pub aggregation_tools: usize,
+    /// Only the throughput rows whose `variant:revision:op:clients` label contains this.
+    pub only: Option<String>,
+    /// Child mode: measure idle sessions of one server kind and print KiB per session.
+    pub session_probe: Option<String>,
+    /// Profiling modes (see `profile`): serve a backend or a gateway, or drive a
+    /// fixed number of requests at a running server.
+    pub mode: Mode,
+}
+
+/// What this invocation does.
+pub enum Mode {
+    /// The benchmark.
+    Bench,
+    /// `serve-backend`: serve the benchmark backend until SIGINT/SIGTERM.
+    ServeBackend,
+    /// `serve-gateway URL`: serve the bare gateway fronting the backend at URL.
+    ServeGateway(String),
+    /// `drive URL TOOL`: send exactly `requests` requests and report the wall time.
+    Drive {
+        url: String,
+        tool: String,
+        revision: Revision,
+        op: Op,
+        requests: usize,
+        clients: usize,
+    },
+}
+
+/// Parse the process's arguments.
+pub fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        warmup: Duration::from_millis(300),
+        window: Duration::from_secs(1),
+        rounds: 3,
+        sessions: 10_000,
+        aggregation_backends: 50,
+        aggregation_tools: 100,
+        only: None,
+        session_probe: None,
+        mode: Mode::Bench,
+    };
+    let mut it = std::env::args().skip(1).peekable();
+    match it.peek().map(String::as_str) {
+        Some("serve-backend") => {
+            it.next();
+            args.mode = Mode::ServeBackend;
+        }
+        Some("serve-gateway") => {
+            it.next();
+            args.mode = Mode::ServeGateway(it.next().context("serve-gateway BACKEND_URL")?);
+        }
+        Some("drive") => {
+            it.next();
+            let url = it.next().context("drive URL TOOL")?;
+            let tool = it.next().context("drive URL TOOL")?;
+            args.mode = Mode::Drive {
+                url,
+                tool,
+                revision: Revision::Modern,
+                op: Op::Call,
+                requests: 1000,
+                clients: 1,
+            };
+        }
+        _ => {}
+    }
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().context("missing value");
+        if let Mode::Drive {
+            revision,
+            op,
+            requests,
+            clients,
+            ..
+        } = &mut args.mode
+        {
+            match arg.as_str() {
+                "--legacy" => {
+                    *revision = Revision::Legacy;
+                    continue;
+                }
+                "--list" => {
+                    *op = Op::List;
+                    continue;
+                }
+                "--requests" => {
+                    *requests = value()?.parse()?;
+                    continue;
+                }
+                "--clients" => {
+                    *clients = value()?.parse()?;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        match arg.as_str() {
+            "--quick" => {
+                args.warmup = Duration::from_millis(100);
+                args.window = Duration::from_millis(300);
+                args.rounds = 1;
+                args.sessions = 1_000;
+            }
+            "--window-ms" => args.window = Duration::from_millis(value()?.parse()?),
+            "--warmup-ms" => args.warmup = Duration::from_millis(value()?.parse()?),
+            "--rounds" => args.rounds = value()?.parse::<usize>()?.max(1),
+            "--sessions" => args.sessions = value()?.parse()?,
+            "--only" => args.only = Some(value()?),
+            "--session-probe" => args.session_probe = Some(value()?),
+            _ => anyhow::bail!(
+                "usage: vmcp-bench [--quick] [--window-ms N] [--warmup-ms N] [--rounds N] [--sessions N] [--only a:modern:tools/call:8]\n\
+                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL\n\
+                 \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N]"
+            ),
+        }
+    }
+    Ok(args)
+}

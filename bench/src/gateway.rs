@@ -1,0 +1,83 @@
+//! Starting and stopping the gateway under test: the bare aggregating service (b) or
+//! the full layer stack (c), served on loopback in the gateway runtime, and the
+//! configurations the benchmark gives it.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+use vmcp_service::{Vmcp, VmcpConfig};
+
+use crate::stack::{self, Stack};
+
+/// A gateway serving on loopback in the gateway runtime.
+pub struct Gateway {
+    pub vmcp: Arc<Vmcp>,
+    pub addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Gateway {
+    /// Stop serving and shut the gateway down.
+    pub async fn stop(self, gw: &Handle) {
+        self.stop.cancel();
+        let vmcp = self.vmcp;
+        let _ = gw.spawn(async move { vmcp.shutdown().await }).await;
+    }
+}
+
+/// Start a gateway for `config`, bare (b) or with the full stack (c); for (c), also
+/// what [`stack::full_stack`] wired. `Err` with the reason when (c) cannot be built.
+pub async fn start_gateway(
+    gw: &Handle,
+    config: VmcpConfig,
+    layered: bool,
+) -> anyhow::Result<Result<(Gateway, Option<Stack>), String>> {
+    gw.spawn(async move {
+        let vmcp = Arc::new(Vmcp::start(config).await?);
+        let (app, stack) = if layered {
+            match stack::full_stack(&vmcp) {
+                Ok(stack) => (stack.router.clone(), Some(stack)),
+                Err(reason) => {
+                    vmcp.shutdown().await;
+                    return Ok(Err(reason));
+                }
+            }
+        } else {
+            (
+                axum::Router::new().nest_service("/mcp", vmcp.service()),
+                None,
+            )
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let nodelay = std::env::var_os("VMCP_BENCH_GATEWAY_NAGLE").is_none();
+        let listener = axum::serve::ListenerExt::tap_io(listener, move |tcp| {
+            let _ = tcp.set_nodelay(nodelay);
+        });
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { token.cancelled_owned().await })
+                .await;
+        });
+        anyhow::Ok(Ok((Gateway { vmcp, addr, stop }, stack)))
+    })
+    .await?
+}
+
+/// A configuration from YAML, through the configuration loader.
+pub fn config(yaml: &str) -> anyhow::Result<VmcpConfig> {
+    Ok(vmcp_service::config::load_str(yaml)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .config)
+}
+
+/// One backend at `url`, called `bench`, its tools prefixed (`bench_echo`).
+pub fn single_backend_config(url: &str) -> anyhow::Result<VmcpConfig> {
+    config(&format!(
+        "backends:\n  - name: bench\n    url: {url}\naggregation:\n  conflictResolution: prefix\n"
+    ))
+}
