@@ -544,4 +544,28 @@ mod tests {
         let meta = contentless_call_result(r#"{"_meta":{"k":1}}"#).unwrap();
         assert_eq!(meta.meta.unwrap().0["k"], 1);
     }
+
+    #[test]
+    fn notifications_in_an_answer_stream_are_passed_on() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let direct = DirectHttp::new(
+            reqwest::Client::new(),
+            "http://127.0.0.1:9/mcp",
+            ProtocolVersion::V_2026_07_28,
+            Implementation::new("vmcp", "0"),
+            ClientCapabilities::default(),
+            Box::new(move |n| sink.lock().unwrap().push(n)),
+        )
+        .unwrap();
+        let note = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        assert!(direct.message(note, 1).unwrap().is_none());
+        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+        assert!(direct.message(answer, 1).unwrap().is_some());
+        let seen = seen.lock().unwrap();
+        assert!(matches!(
+            seen.as_slice(),
+            [ServerNotification::ToolListChangedNotification(_)]
+        ));
+    }
 }
