@@ -16,7 +16,7 @@ use rmcp::model::{
     Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
     Resource, ResourceTemplate, ServerCapabilities, Tool,
 };
-use rmcp::service::{ClientInitializeError, NotificationContext, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
@@ -28,9 +28,12 @@ use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
 
 mod direct;
+mod error;
 mod subscriptions;
 
 use direct::DirectHttp;
+pub use error::BackendError;
+use error::{describe_init_error, is_session_expired, is_unreachable};
 
 /// A change a backend announced, fanned out to whoever keeps derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,71 +61,6 @@ pub enum BackendEventKind {
     Disconnected,
     /// The backend's health status changed.
     HealthChanged,
-}
-
-/// Why a backend operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// The connection could not be opened.
-    #[error("backend {backend:?} is unreachable: {reason}")]
-    Unreachable {
-        /// Backend name.
-        backend: Arc<str>,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The backend answered with a JSON-RPC error.
-    #[error("backend {backend:?} returned an error: {error}")]
-    Mcp {
-        /// Backend name.
-        backend: Arc<str>,
-        /// The backend's error, passed through.
-        error: rmcp::ErrorData,
-    },
-    /// The operation did not finish in time.
-    #[error("backend {backend:?} did not answer within {timeout:?}")]
-    Timeout {
-        /// Backend name.
-        backend: Arc<str>,
-        /// The bound that expired.
-        timeout: Duration,
-    },
-    /// The transport failed mid-operation.
-    #[error("backend {backend:?} connection failed: {reason}")]
-    Transport {
-        /// Backend name.
-        backend: Arc<str>,
-        /// What went wrong.
-        reason: String,
-    },
-    /// The backend's circuit breaker is open: the call was not attempted.
-    #[error("backend {backend:?} is failing; calls are paused (circuit open)")]
-    CircuitOpen {
-        /// Backend name.
-        backend: Arc<str>,
-    },
-}
-
-impl BackendError {
-    /// Whether this failure says the backend is unwell (as opposed to the backend
-    /// answering with an error, which proves it is up).
-    fn is_backend_failure(&self) -> bool {
-        !matches!(
-            self,
-            BackendError::Mcp { .. } | BackendError::CircuitOpen { .. }
-        )
-    }
-
-    /// A description for status reporting: no URLs, no tokens.
-    pub fn summary(&self) -> String {
-        match self {
-            BackendError::Unreachable { .. } => "unreachable".into(),
-            BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
-            BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
-            BackendError::Transport { .. } => "connection failed".into(),
-            BackendError::CircuitOpen { .. } => "circuit open".into(),
-        }
-    }
 }
 
 /// Everything one backend offers, as it reported it.
@@ -661,39 +599,6 @@ impl BackendClient {
         })
         .await
     }
-}
-
-/// Whether the backend refused the request because our session is gone (HTTP 404
-/// on a session request): it did not run it.
-fn is_session_expired(error: &ServiceError) -> bool {
-    use rmcp::transport::streamable_http_client::StreamableHttpError;
-    match error {
-        ServiceError::TransportSend(e) => matches!(
-            e.error
-                .downcast_ref::<StreamableHttpError<reqwest::Error>>(),
-            Some(StreamableHttpError::SessionExpired)
-        ),
-        _ => false,
-    }
-}
-
-/// Whether a failed handshake never reached a server (nothing to retry).
-fn is_unreachable(error: &ClientInitializeError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(e) = e.downcast_ref::<reqwest::Error>()
-            && (e.is_connect() || e.is_timeout())
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
-}
-
-fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
-    let refused = error.is_authorization_required() || error.auth_challenge().is_some();
-    (error.to_string(), refused)
 }
 
 #[cfg(test)]
