@@ -168,7 +168,15 @@ impl ServerHandler for VmcpHandler {
         if self.sessions.subscribe(&session, &params.uri) {
             // Subscribe the owning backend before acknowledging, so an update the
             // backend sends after this answer is not missed.
-            crate::propagation::sync_subscriptions(&self.aggregator, &self.sessions).await;
+            // Boxed: this chain (down to opening a backend listen stream) is the
+            // largest of the handler's futures, and rmcp moves the whole handler
+            // future into a task for every request, so inline it would cost every
+            // call a copy of its size.
+            Box::pin(crate::propagation::sync_subscriptions(
+                &self.aggregator,
+                &self.sessions,
+            ))
+            .await;
             Ok(())
         } else {
             Err(ErrorData::invalid_request("unknown session", None))
