@@ -369,6 +369,15 @@ fn is_jsonrpc_error(head: &[u8]) -> bool {
         error: Option<serde::de::IgnoredAny>,
         id: Option<serde::de::IgnoredAny>,
     }
+    // Without the key `"error"` in it (and without a `\u` escape, which could spell
+    // it), no message in `head` can be an error: skip parsing it. A `tools/list`
+    // result is kilobytes of JSON, and parsing it cost more than the rest of the
+    // record.
+    if memchr::memmem::find(head, br#""error""#).is_none()
+        && memchr::memmem::find(head, br"\u").is_none()
+    {
+        return false;
+    }
     if let Ok(probe) = serde_json::from_slice::<Probe>(head) {
         return probe.error.is_some();
     }
@@ -658,6 +667,15 @@ mod tests {
         ));
         assert!(!is_jsonrpc_error(
             b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"error\":1}}\n"
+        ));
+        assert!(is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"\u0065rror":{"code":1,"message":"x"}}"#
+        ));
+        assert!(!is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#
+        ));
+        assert!(!is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"error":null}"#
         ));
     }
 
