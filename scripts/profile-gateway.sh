@@ -2,13 +2,18 @@
 # Instructions the gateway executes per request, counted by valgrind's callgrind (exact and
 # repeatable, unlike wall-clock figures on a shared 2-core machine).
 #
-#   scripts/profile-gateway.sh [legacy|modern] [call|list] [REQUESTS]   # default: modern call 2000
+#   scripts/profile-gateway.sh [legacy|modern] [call|list] [REQUESTS] [bare|stack]
+#   # default: modern call 2000 bare
 #
 # The benchmark backend and the load driver run natively; only the gateway (`vmcp-bench
-# serve-gateway`, the bare aggregating service in axum) runs under callgrind. It is run twice,
+# serve-gateway`) runs under callgrind: the bare aggregating service in axum, variant (b),
+# or with `stack` the full layer stack of variant (c) (bench/src/stack.rs), whose bearer
+# token the gateway prints and the driver sends. It is run twice,
 # with 200 and with 200+REQUESTS requests, and the difference divided by REQUESTS is the cost of
 # one request with startup and connection set-up cancelled out. The second run's profile is
-# kept in $CARGO_TARGET_DIR/profile/ for callgrind_annotate. Needs valgrind.
+# kept in $CARGO_TARGET_DIR/profile/ for callgrind_annotate. Needs valgrind. Set
+# VMCP_BENCH_BIN to profile a given vmcp-bench binary instead of building one, and
+# VMCP_PROFILE_OUT to keep the profiles elsewhere (to run two at once).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,16 +21,19 @@ cd "$ROOT"
 REVISION="${1:-modern}"
 OP="${2:-call}"
 REQUESTS="${3:-2000}"
+VARIANT="${4:-bare}"
 BASE=200
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-OUT="$TARGET/profile"
-BENCH="$TARGET/release/vmcp-bench"
+OUT="${VMCP_PROFILE_OUT:-$TARGET/profile}"
+BENCH="${VMCP_BENCH_BIN:-$TARGET/release/vmcp-bench}"
 
 command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
 case "$REVISION" in legacy) rev_flag=(--legacy) ;; modern) rev_flag=() ;; *) echo "revision: legacy|modern" >&2; exit 2 ;; esac
 case "$OP" in call) op_flag=() ;; list) op_flag=(--list) ;; *) echo "op: call|list" >&2; exit 2 ;; esac
+case "$VARIANT" in bare) stack_flag=() ;; stack) stack_flag=(--stack) ;; *) echo "variant: bare|stack" >&2; exit 2 ;; esac
 
-cargo build --quiet --release -p vmcp-bench
+# VMCP_BENCH_BIN: profile that binary as it is (e.g. a copy built before a change).
+[ -n "${VMCP_BENCH_BIN:-}" ] || cargo build --quiet --release -p vmcp-bench
 mkdir -p "$OUT"
 
 pids=()
@@ -55,21 +63,36 @@ backend_url="$(wait_url "$OUT/backend.log" "$!")"
 
 # measure N: Ir of a gateway that served N requests.
 measure() {
-  local n="$1" file="$OUT/callgrind.$REVISION-$OP-$1.out"
+  local n="$1" file="$OUT/callgrind.$VARIANT-$REVISION-$OP-$1.out"
   valgrind --tool=callgrind --callgrind-out-file="$file" "$BENCH" serve-gateway "$backend_url" \
-    >"$OUT/gateway-$n.log" 2>&1 &
+    "${stack_flag[@]}" >"$OUT/gateway-$n.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   local url
   url="$(wait_url "$OUT/gateway-$n.log" "$pid")"
-  "$BENCH" drive "$url" bench_echo "${rev_flag[@]}" "${op_flag[@]}" --requests "$n" >&2
+  local bearer_flag=()
+  if [ "$VARIANT" = stack ]; then
+    bearer_flag=(--bearer "$(sed -n 's/^bearer //p' "$OUT/gateway-$n.log" | head -n 1)")
+  fi
+  "$BENCH" drive "$url" bench_echo "${rev_flag[@]}" "${op_flag[@]}" "${bearer_flag[@]}" \
+    --requests "$n" >&2
   kill -TERM "$pid"
   wait "$pid" || true
-  grep -m1 '^summary:\|^totals:' "$file" | awk '{print $2}'
+  local total
+  total="$(grep -m1 '^summary:\|^totals:' "$file" | awk '{print $2}')"
+  if [ "$VARIANT" = stack ]; then
+    # Generating (c)'s RSA key costs a random number of instructions (primes are
+    # searched for), which would not cancel out: it is left out of the count.
+    local keygen
+    keygen="$(callgrind_annotate --inclusive=yes "$file" 2>/dev/null |
+      awk '/vmcp_bench::issuer::Issuer::generate /{gsub(",", "", $1); print $1; exit}')"
+    total=$((total - ${keygen:-0}))
+  fi
+  echo "$total"
 }
 
 base_ir="$(measure "$BASE")"
 full_ir="$(measure "$((BASE + REQUESTS))")"
 per_request=$(( (full_ir - base_ir) / REQUESTS ))
-echo "gateway $REVISION tools/$OP: $per_request instructions per request (callgrind; $REQUESTS requests)"
-echo "profile: callgrind_annotate --inclusive=yes $OUT/callgrind.$REVISION-$OP-$((BASE + REQUESTS)).out"
+echo "gateway ($VARIANT) $REVISION tools/$OP: $per_request instructions per request (callgrind; $REQUESTS requests)"
+echo "profile: callgrind_annotate --inclusive=yes $OUT/callgrind.$VARIANT-$REVISION-$OP-$((BASE + REQUESTS)).out"

@@ -31,8 +31,10 @@ pub enum Mode {
     Bench,
     /// `serve-backend`: serve the benchmark backend until SIGINT/SIGTERM.
     ServeBackend,
-    /// `serve-gateway URL`: serve the bare gateway fronting the backend at URL.
-    ServeGateway(String),
+    /// `serve-gateway URL [--stack]`: serve the bare gateway (b) fronting the backend
+    /// at URL, or with `--stack` the full layer stack (c), printing the bearer token
+    /// its clients must send.
+    ServeGateway { backend_url: String, stack: bool },
     /// `drive URL TOOL`: send exactly `requests` requests and report the wall time.
     Drive {
         url: String,
@@ -41,6 +43,8 @@ pub enum Mode {
         op: Op,
         requests: usize,
         clients: usize,
+        /// `--bearer TOKEN`: sent as `Authorization: Bearer TOKEN` (variant (c)).
+        bearer: Option<String>,
     },
 }
 
@@ -65,7 +69,10 @@ pub fn parse_args() -> anyhow::Result<Args> {
         }
         Some("serve-gateway") => {
             it.next();
-            args.mode = Mode::ServeGateway(it.next().context("serve-gateway BACKEND_URL")?);
+            args.mode = Mode::ServeGateway {
+                backend_url: it.next().context("serve-gateway BACKEND_URL")?,
+                stack: false,
+            };
         }
         Some("drive") => {
             it.next();
@@ -78,17 +85,25 @@ pub fn parse_args() -> anyhow::Result<Args> {
                 op: Op::Call,
                 requests: 1000,
                 clients: 1,
+                bearer: None,
             };
         }
         _ => {}
     }
     while let Some(arg) = it.next() {
         let mut value = || it.next().context("missing value");
+        if let Mode::ServeGateway { stack, .. } = &mut args.mode
+            && arg == "--stack"
+        {
+            *stack = true;
+            continue;
+        }
         if let Mode::Drive {
             revision,
             op,
             requests,
             clients,
+            bearer,
             ..
         } = &mut args.mode
         {
@@ -109,6 +124,10 @@ pub fn parse_args() -> anyhow::Result<Args> {
                     *clients = value()?.parse()?;
                     continue;
                 }
+                "--bearer" => {
+                    *bearer = Some(value()?);
+                    continue;
+                }
                 _ => {}
             }
         }
@@ -127,8 +146,8 @@ pub fn parse_args() -> anyhow::Result<Args> {
             "--session-probe" => args.session_probe = Some(value()?),
             _ => anyhow::bail!(
                 "usage: vmcp-bench [--quick] [--window-ms N] [--warmup-ms N] [--rounds N] [--sessions N] [--only a:modern:tools/call:8]\n\
-                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL\n\
-                 \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N]"
+                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack]\n\
+                 \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N] [--bearer TOKEN]"
             ),
         }
     }

@@ -21,8 +21,9 @@
 //! Knobs for experiments: `VMCP_BENCH_GATEWAY_WORKERS` / `VMCP_BENCH_BACKEND_WORKERS`
 //! (runtime threads, default 2), `VMCP_BENCH_GATEWAY_NAGLE=1` (leave Nagle's algorithm
 //! on for the gateway's accepted connections, to see what `TCP_NODELAY` saves).
-//! `vmcp-bench serve-backend`, `serve-gateway URL` and `drive URL TOOL` run the parts
-//! as separate processes (see `scripts/profile-gateway.sh`).
+//! `vmcp-bench serve-backend`, `serve-gateway URL [--stack]` and
+//! `drive URL TOOL [--bearer TOKEN]` run the parts as separate processes (see
+//! `scripts/profile-gateway.sh`).
 //!
 //! Modules: `cli` (arguments), `gateway` (the gateway under test), `stack` (what
 //! variant (c) wires; `issuer`, its JWT key), `throughput` (load rounds and rows), `report` (tables),

@@ -11,7 +11,7 @@ use tokio::runtime::Handle;
 use crate::cli::Mode;
 use crate::client::{Client, Target};
 
-fn target(url: &str, tool: &str) -> anyhow::Result<Target> {
+fn target(url: &str, tool: &str, bearer: Option<&str>) -> anyhow::Result<Target> {
     let uri: http::Uri = url.parse()?;
     let authority = uri
         .authority()
@@ -19,7 +19,13 @@ fn target(url: &str, tool: &str) -> anyhow::Result<Target> {
     Ok(Target {
         addr: authority.as_str().parse()?,
         tool: tool.to_owned(),
-        extra_headers: HeaderMap::new(),
+        extra_headers: match bearer {
+            Some(token) => HeaderMap::from_iter([(
+                http::header::AUTHORIZATION,
+                http::HeaderValue::from_str(&format!("Bearer {token}"))?,
+            )]),
+            None => HeaderMap::new(),
+        },
     })
 }
 
@@ -49,14 +55,25 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             until_stopped().await;
             drop(backend);
         }
-        Mode::ServeGateway(backend_url) => {
-            let (gateway, _) = crate::gateway::start_gateway(
+        Mode::ServeGateway { backend_url, stack } => {
+            let (gateway, stack) = crate::gateway::start_gateway(
                 &gw,
                 crate::gateway::single_backend_config(&backend_url)?,
-                false,
+                stack,
             )
             .await?
             .map_err(anyhow::Error::msg)?;
+            if let Some(stack) = &stack {
+                // The token the driver must send (`drive … --bearer TOKEN`).
+                let value = stack
+                    .headers
+                    .get(http::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .ok_or_else(|| anyhow::anyhow!("(c) has no bearer token"))?;
+                println!("bearer {value}");
+                println!("layers {}", stack.layers.join(" > "));
+            }
             println!("listening on http://{}/mcp", gateway.addr);
             until_stopped().await;
             gateway.stop(&gw).await;
@@ -68,8 +85,9 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             op,
             requests,
             clients,
+            bearer,
         } => {
-            let target = target(&url, &tool)?;
+            let target = target(&url, &tool, bearer.as_deref())?;
             let started = Instant::now();
             let mut tasks = tokio::task::JoinSet::new();
             for i in 0..clients {

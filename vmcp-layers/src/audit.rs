@@ -64,7 +64,7 @@ use serde_json::{Map, Value, json};
 use tower::{Layer, Service};
 
 use crate::body::{BodySummary, ObservedBody};
-use crate::context::{BackendTarget, Identity, ParsedMcpRequest};
+use crate::context::{BackendTarget, ClientInfo, Identity, ParsedMcpRequest};
 
 /// `audit:` — the audit log.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -369,6 +369,15 @@ fn is_jsonrpc_error(head: &[u8]) -> bool {
         error: Option<serde::de::IgnoredAny>,
         id: Option<serde::de::IgnoredAny>,
     }
+    // Without the key `"error"` in it (and without a `\u` escape, which could spell
+    // it), no message in `head` can be an error: skip parsing it. A `tools/list`
+    // result is kilobytes of JSON, and parsing it cost more than the rest of the
+    // record.
+    if memchr::memmem::find(head, br#""error""#).is_none()
+        && memchr::memmem::find(head, br"\u").is_none()
+    {
+        return false;
+    }
     if let Ok(probe) = serde_json::from_slice::<Probe>(head) {
         return probe.error.is_some();
     }
@@ -378,6 +387,98 @@ fn is_jsonrpc_error(head: &[u8]) -> bool {
         .filter_map(|d| serde_json::from_str::<Probe>(d.trim()).ok())
         .find(|p| p.id.is_some())
         .is_some_and(|p| p.error.is_some())
+}
+
+/// One audit line, serialized in this field order without intermediate `Value`s.
+#[derive(Serialize)]
+struct Record<'a> {
+    audit_id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    logged_at: &'a str,
+    outcome: &'a str,
+    component: &'a str,
+    subjects: Subjects<'a>,
+    target: RecordTarget<'a>,
+    metadata: Metadata<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a Map<String, Value>>,
+}
+
+struct Subjects<'a> {
+    user_id: Option<&'a str>,
+    user: Option<&'a Value>,
+    client: Option<&'a ClientInfo>,
+}
+
+impl Serialize for Subjects<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        if let Some(user_id) = self.user_id {
+            map.serialize_entry("user_id", user_id)?;
+        }
+        if let Some(user) = self.user {
+            map.serialize_entry("user", user)?;
+        }
+        if let Some(client) = self.client {
+            map.serialize_entry("client_name", &client.name)?;
+            map.serialize_entry("client_version", &client.version)?;
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct RecordTarget<'a> {
+    endpoint: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    backend: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    duration_ms: f64,
+    transport: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    protocol_version: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_size_bytes: Option<u64>,
+}
+
+/// A fresh audit id, a version-4 UUID (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`) written
+/// into `buf`. Not one random draw per record (a `getrandom` system call each): the
+/// first 8 bytes are drawn once per process (60 random bits around the version), the
+/// last 8 hold a 58-bit bijection of a process counter (after the variant bits), so
+/// ids are unique within a process and do not reveal the request count.
+fn audit_id(buf: &mut [u8; 36]) -> &str {
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEED: OnceLock<(u64, u64)> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    const MASK: u64 = (1 << 58) - 1;
+    let (high, offset) = *SEED.get_or_init(|| uuid::Uuid::new_v4().as_u64_pair());
+    // Each step is a bijection of 58-bit values: distinct counters, distinct ids.
+    let mut x = offset.wrapping_add(COUNTER.fetch_add(1, Ordering::Relaxed)) & MASK;
+    x ^= x >> 29;
+    x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15) & MASK;
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9) & MASK;
+    x ^= x >> 27;
+    uuid::Builder::from_u128((u128::from(high) << 64) | u128::from(x))
+        .with_version(uuid::Version::Random)
+        .with_variant(uuid::Variant::RFC4122)
+        .into_uuid()
+        .hyphenated()
+        .encode_lower(buf)
 }
 
 struct Pending {
@@ -413,56 +514,43 @@ impl Pending {
             Some(_) if summary.as_ref().is_some_and(|s| is_jsonrpc_error(&s.head)) => "failure",
             Some(_) => "success",
         };
-        let mut subjects = Map::new();
-        if let Some(identity) = &self.identity {
-            subjects.insert("user_id".into(), json!(identity.subject));
-            if let Some(name) = identity.claims.get("name").or(identity.claims.get("email")) {
-                subjects.insert("user".into(), name.clone());
-            }
-        }
-        if let Some(client) = self.parsed.as_ref().and_then(|p| p.client.as_ref()) {
-            subjects.insert("client_name".into(), json!(client.name));
-            subjects.insert("client_version".into(), json!(client.version));
-        }
-        let mut target = Map::new();
-        target.insert("endpoint".into(), json!(self.path));
-        if let Some(parsed) = &self.parsed {
-            target.insert("method".into(), json!(parsed.method));
-            if let Some(kind) = target_type(&parsed.method) {
-                target.insert("type".into(), json!(kind));
-            }
-            if let Some(name) = parsed.target() {
-                target.insert("name".into(), json!(name));
-            }
-        }
-        if let Some(BackendTarget(backend)) = &self.backend {
-            target.insert("backend".into(), json!(&**backend));
-        }
-        let mut metadata = Map::new();
-        metadata.insert(
-            "duration_ms".into(),
-            json!((self.started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0),
-        );
-        metadata.insert("transport".into(), json!("streamable-http"));
-        if let Some(revision) = self.parsed.as_ref().and_then(|p| p.revision) {
-            metadata.insert("protocol_version".into(), json!(revision.as_str()));
-        }
-        if let Some(status) = self.status {
-            metadata.insert("status".into(), json!(status.as_u16()));
-        }
-        if let Some(summary) = &summary {
-            metadata.insert("response_size_bytes".into(), json!(summary.bytes));
-        }
-        let mut record = json!({
-            "audit_id": uuid::Uuid::new_v4().to_string(),
-            "type": event,
-            "logged_at": humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
-            "outcome": outcome,
-            "component": self.auditor.component,
-            "subjects": subjects,
-            "target": target,
-            "metadata": metadata,
-        });
+        let mut ids = [0u8; 36];
+        let logged_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let record = Record {
+            audit_id: audit_id(&mut ids),
+            kind: event,
+            logged_at: &logged_at,
+            outcome,
+            component: &self.auditor.component,
+            subjects: Subjects {
+                user_id: self.identity.as_ref().map(|i| i.subject.as_str()),
+                user: self
+                    .identity
+                    .as_ref()
+                    .and_then(|i| i.claims.get("name").or(i.claims.get("email"))),
+                client: self.parsed.as_ref().and_then(|p| p.client.as_ref()),
+            },
+            target: RecordTarget {
+                endpoint: &self.path,
+                method: self.parsed.as_ref().map(|p| p.method.as_str()),
+                kind: self.parsed.as_ref().and_then(|p| target_type(&p.method)),
+                name: self.parsed.as_ref().and_then(|p| p.target()),
+                backend: self.backend.as_ref().map(|BackendTarget(b)| &**b),
+            },
+            metadata: Metadata {
+                duration_ms: (self.started.elapsed().as_secs_f64() * 1000.0 * 1000.0).round()
+                    / 1000.0,
+                transport: "streamable-http",
+                protocol_version: self
+                    .parsed
+                    .as_ref()
+                    .and_then(|p| p.revision)
+                    .map(|r| r.as_str()),
+                status: self.status.map(|s| s.as_u16()),
+                response_size_bytes: summary.as_ref().map(|s| s.bytes),
+            },
+            data: None,
+        };
         let max = config.max_data();
         let mut data = Map::new();
         if config.include_request_data
@@ -483,10 +571,15 @@ impl Pending {
                 json!({"body": text, "truncated": summary.bytes as usize > max}),
             );
         }
-        if !data.is_empty() {
-            record["data"] = Value::Object(data);
+        let record = Record {
+            data: (!data.is_empty()).then_some(&data),
+            ..record
+        };
+        let mut line = Vec::with_capacity(512);
+        if let Err(e) = serde_json::to_writer(&mut line, &record) {
+            tracing::error!("audit line not serialized: {e}");
+            return;
         }
-        let mut line = record.to_string().into_bytes();
         line.push(b'\n');
         self.auditor.sink.write(&line);
     }
@@ -574,6 +667,15 @@ mod tests {
         ));
         assert!(!is_jsonrpc_error(
             b"data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"error\":1}}\n"
+        ));
+        assert!(is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"\u0065rror":{"code":1,"message":"x"}}"#
+        ));
+        assert!(!is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#
+        ));
+        assert!(!is_jsonrpc_error(
+            br#"{"jsonrpc":"2.0","id":1,"error":null}"#
         ));
     }
 

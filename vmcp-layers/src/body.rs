@@ -26,7 +26,10 @@ pin_project_lite::pin_project! {
         inner: B,
         on_end: Option<F>,
         capture: usize,
-        head: BytesMut,
+        // The first bytes: a slice of the first data frame (no copy) while they all
+        // come from it, copied into `more` only when a second frame adds to them.
+        first: Bytes,
+        more: Option<BytesMut>,
         bytes: u64,
     }
 
@@ -34,7 +37,7 @@ pin_project_lite::pin_project! {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(on_end) = this.on_end.take() {
-                on_end(BodySummary { bytes: *this.bytes, head: std::mem::take(this.head).freeze(), aborted: true });
+                on_end(BodySummary { bytes: *this.bytes, head: head(this.first, this.more), aborted: true });
             }
         }
     }
@@ -47,9 +50,18 @@ impl<B, F: FnOnce(BodySummary)> ObservedBody<B, F> {
             inner,
             on_end: Some(on_end),
             capture,
-            head: BytesMut::new(),
+            first: Bytes::new(),
+            more: None,
             bytes: 0,
         }
+    }
+}
+
+/// The captured bytes, taken out of an observed body.
+fn head(first: &mut Bytes, more: &mut Option<BytesMut>) -> Bytes {
+    match more.take() {
+        Some(more) => more.freeze(),
+        None => std::mem::take(first),
     }
 }
 
@@ -71,9 +83,18 @@ where
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     *this.bytes += data.len() as u64;
-                    let room = this.capture.saturating_sub(this.head.len());
-                    if room > 0 {
-                        this.head.extend_from_slice(&data[..room.min(data.len())]);
+                    let kept = this.more.as_ref().map_or(this.first.len(), BytesMut::len);
+                    let take = this.capture.saturating_sub(kept).min(data.len());
+                    if take > 0 {
+                        match this.more {
+                            None if kept == 0 => *this.first = data.slice(..take),
+                            None => {
+                                let mut more = BytesMut::from(&this.first[..]);
+                                more.extend_from_slice(&data[..take]);
+                                *this.more = Some(more);
+                            }
+                            Some(more) => more.extend_from_slice(&data[..take]),
+                        }
                     }
                 }
             }
@@ -81,7 +102,7 @@ where
                 if let Some(on_end) = this.on_end.take() {
                     on_end(BodySummary {
                         bytes: *this.bytes,
-                        head: std::mem::take(this.head).freeze(),
+                        head: head(this.first, this.more),
                         aborted: end.is_some(),
                     });
                 }
@@ -119,6 +140,26 @@ mod tests {
         assert_eq!(summary.bytes, 11);
         assert_eq!(&summary.head[..], b"hello");
         assert!(!summary.aborted);
+    }
+
+    #[tokio::test]
+    async fn keeps_the_head_across_frames() {
+        use futures::stream;
+        use http_body_util::StreamBody;
+        for (capture, expected) in [(0, &b""[..]), (2, b"ab"), (4, b"abcd"), (9, b"abcdefg")] {
+            let seen = Arc::new(Mutex::new(None));
+            let sink = seen.clone();
+            let frames = ["abc", "d", "efg"].map(|s| {
+                Ok::<_, std::convert::Infallible>(Frame::data(Bytes::from_static(s.as_bytes())))
+            });
+            let body =
+                ObservedBody::new(StreamBody::new(stream::iter(frames)), capture, move |s| {
+                    *sink.lock().unwrap() = Some(s);
+                });
+            body.collect().await.unwrap();
+            let summary = seen.lock().unwrap().take().expect("reported");
+            assert_eq!((&summary.head[..], summary.bytes), (expected, 7));
+        }
     }
 
     #[test]

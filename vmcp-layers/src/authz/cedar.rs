@@ -77,16 +77,43 @@ impl Target<'_> {
         }
     }
 
+    /// A key naming the target and everything its entities are built from: the
+    /// kind, the name, the backend and, for tools, each hint (`-` unset, `0`, `1`).
+    /// Built by hand, not with `format!`, since every decision computes one.
     fn cache_key(&self) -> String {
-        match self {
-            Target::Tool {
-                name,
-                backend,
-                annotations,
-            } => format!("t\0{name}\0{backend:?}\0{annotations:?}"),
-            Target::Prompt { name, backend } => format!("p\0{name}\0{backend:?}"),
-            Target::Resource { uri, backend } => format!("r\0{uri}\0{backend:?}"),
+        let (kind, name, backend) = match self {
+            Target::Tool { name, backend, .. } => ('t', *name, *backend),
+            Target::Prompt { name, backend } => ('p', *name, *backend),
+            Target::Resource { uri, backend } => ('r', *uri, *backend),
+        };
+        let mut key = String::with_capacity(name.len() + backend.map_or(0, str::len) + 10);
+        key.push(kind);
+        key.push('\0');
+        key.push_str(name);
+        key.push('\0');
+        match backend {
+            Some(backend) => {
+                key.push('+');
+                key.push_str(backend);
+            }
+            None => key.push('-'),
         }
+        if let Target::Tool { annotations, .. } = self {
+            key.push('\0');
+            for hint in [
+                annotations.read_only,
+                annotations.destructive,
+                annotations.idempotent,
+                annotations.open_world,
+            ] {
+                key.push(match hint {
+                    None => '-',
+                    Some(false) => '0',
+                    Some(true) => '1',
+                });
+            }
+        }
+        key
     }
 }
 
@@ -149,11 +176,18 @@ struct CachedPrincipal {
     principal: Arc<Principal>,
     /// Argument-free decisions (list filtering), by target key.
     decisions: DashMap<String, bool>,
+    /// The entities of a call's decision (this principal's and the target's), by
+    /// target key: `Entities::from_entities` checks and closes the hierarchy, which
+    /// costs more than evaluating the policies, so it is done once per caller and
+    /// called target, not per call. (List decisions are cached whole instead.)
+    entities: DashMap<String, Arc<Entities>>,
 }
 
 const PRINCIPAL_CACHE: usize = 4096;
 const RESOURCE_CACHE: usize = 16384;
 const DECISION_CACHE: usize = 16384;
+/// Entity sets kept per principal (the targets it calls).
+const ENTITIES_CACHE: usize = 256;
 
 /// Decides with Cedar; see the [module docs](self).
 pub struct CedarAuthorizer {
@@ -372,6 +406,7 @@ impl CedarAuthorizer {
             identity: Arc::downgrade(identity),
             principal: Arc::new(self.build_principal(identity)?),
             decisions: DashMap::new(),
+            entities: DashMap::new(),
         });
         if self.principals.len() >= PRINCIPAL_CACHE {
             self.principals.retain(|_, c| c.identity.strong_count() > 0);
@@ -383,9 +418,12 @@ impl CedarAuthorizer {
         Ok(cached)
     }
 
-    fn resource(&self, target: &Target<'_>) -> Result<Arc<(EntityUid, Vec<Entity>)>, AuthzError> {
-        let key = target.cache_key();
-        if let Some(hit) = self.resources.get(&key) {
+    fn resource(
+        &self,
+        key: &str,
+        target: &Target<'_>,
+    ) -> Result<Arc<(EntityUid, Vec<Entity>)>, AuthzError> {
+        if let Some(hit) = self.resources.get(key) {
             return Ok(hit.clone());
         }
         let (kind, name, backend) = match target {
@@ -429,33 +467,47 @@ impl CedarAuthorizer {
         if self.resources.len() >= RESOURCE_CACHE {
             self.resources.clear();
         }
-        self.resources.insert(key, built.clone());
+        self.resources.insert(key.to_owned(), built.clone());
         Ok(built)
+    }
+
+    /// The entities of a decision by `cached` about the target keyed `key`.
+    fn entities(
+        &self,
+        cached: &CachedPrincipal,
+        key: &str,
+        resource: &(EntityUid, Vec<Entity>),
+    ) -> Result<Arc<Entities>, AuthzError> {
+        if let Some(hit) = cached.entities.get(key) {
+            return Ok(hit.clone());
+        }
+        let entities = Arc::new(build_entities(&cached.principal, resource)?);
+        if cached.entities.len() >= ENTITIES_CACHE {
+            cached.entities.clear();
+        }
+        cached.entities.insert(key.to_owned(), entities.clone());
+        Ok(entities)
     }
 
     fn evaluate(
         &self,
         principal: &Principal,
         action: &EntityUid,
-        resource: &(EntityUid, Vec<Entity>),
+        resource: &EntityUid,
+        entities: &Entities,
         context: Context,
     ) -> Result<cedar_policy::Response, AuthzError> {
         let request = Request::new(
             principal.uid.clone(),
             action.clone(),
-            resource.0.clone(),
+            resource.clone(),
             context,
             None,
         )
         .map_err(|e| AuthzError(format!("request: {e}")))?;
-        let entities = Entities::from_entities(
-            principal.entities.iter().chain(resource.1.iter()).cloned(),
-            None,
-        )
-        .map_err(|e| AuthzError(format!("entities: {e}")))?;
         let response = self
             .authorizer
-            .is_authorized(&request, &self.policies, &entities);
+            .is_authorized(&request, &self.policies, entities);
         for error in response.diagnostics().errors() {
             tracing::debug!("policy evaluation error (policy skipped): {error}");
         }
@@ -471,10 +523,9 @@ impl CedarAuthorizer {
         arguments: Option<&Map<String, Value>>,
     ) -> Result<bool, AuthzError> {
         let cached = self.principal(identity)?;
-        let key = arguments.is_none().then(|| target.cache_key());
-        if let Some(key) = &key
-            && let Some(hit) = cached.decisions.get(key)
-        {
+        let key = target.cache_key();
+        let argument_free = arguments.is_none();
+        if argument_free && let Some(hit) = cached.decisions.get(&key) {
             return Ok(*hit);
         }
         let action = match target.kind() {
@@ -494,12 +545,17 @@ impl CedarAuthorizer {
             ("annotations".to_owned(), annotations),
         ])
         .map_err(|e| AuthzError(format!("context: {e}")))?;
-        let resource = self.resource(&target)?;
+        let resource = self.resource(&key, &target)?;
+        let entities = if argument_free {
+            Arc::new(build_entities(&cached.principal, &resource)?)
+        } else {
+            self.entities(&cached, &key, &resource)?
+        };
         let allowed = self
-            .evaluate(&cached.principal, action, &resource, context)?
+            .evaluate(&cached.principal, action, &resource.0, &entities, context)?
             .decision()
             == Decision::Allow;
-        if let Some(key) = key {
+        if argument_free {
             if cached.decisions.len() >= DECISION_CACHE {
                 cached.decisions.clear();
             }
@@ -528,12 +584,31 @@ impl CedarAuthorizer {
             return Ok(*hit);
         }
         let resource = (uid("FeatureType", feature), Vec::new());
-        let response = self.evaluate(&cached.principal, action, &resource, Context::empty())?;
+        let entities = build_entities(&cached.principal, &resource)?;
+        let response = self.evaluate(
+            &cached.principal,
+            action,
+            &resource.0,
+            &entities,
+            Context::empty(),
+        )?;
         let hidden = response.decision() == Decision::Deny
             && response.diagnostics().reason().next().is_some();
         cached.decisions.insert(key, hidden);
         Ok(hidden)
     }
+}
+
+/// The entities of a decision: the principal's and the resource's.
+fn build_entities(
+    principal: &Principal,
+    resource: &(EntityUid, Vec<Entity>),
+) -> Result<Entities, AuthzError> {
+    Entities::from_entities(
+        principal.entities.iter().chain(resource.1.iter()).cloned(),
+        None,
+    )
+    .map_err(|e| AuthzError(format!("entities: {e}")))
 }
 
 /// Sources for a config's inline policies and policy files.
