@@ -37,8 +37,9 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-/// A JSON answer larger than this is refused (rmcp's client uses the same bound).
-const MAX_JSON_RESPONSE: usize = 16 * 1024 * 1024;
+/// A JSON answer, or one event of a streamed answer, larger than this is refused
+/// (rmcp's client has the same kind of bound).
+const MAX_ANSWER: usize = 16 * 1024 * 1024;
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
 /// Why a direct request failed below the JSON-RPC level.
@@ -53,8 +54,8 @@ pub(super) enum DirectError {
     /// The answer was neither JSON nor an event stream.
     #[error("unexpected content type {0:?}")]
     ContentType(String),
-    /// The JSON answer exceeded [`MAX_JSON_RESPONSE`].
-    #[error("answer larger than {MAX_JSON_RESPONSE} bytes")]
+    /// The answer (or one event of it) exceeded [`MAX_ANSWER`].
+    #[error("answer larger than {MAX_ANSWER} bytes")]
     TooLarge,
     /// The answer could not be parsed.
     #[error("malformed answer: {0}")]
@@ -249,7 +250,7 @@ impl DirectHttp {
         }
         if response
             .content_length()
-            .is_some_and(|n| n > MAX_JSON_RESPONSE as u64)
+            .is_some_and(|n| n > MAX_ANSWER as u64)
         {
             return Err(DirectError::TooLarge.into());
         }
@@ -271,7 +272,7 @@ impl DirectHttp {
         response: reqwest::Response,
         id: i64,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let mut events = sse_stream::SseStream::from_bytes_stream(response.bytes_stream());
+        let mut events = sse_stream::SseStream::from_bytes_stream(bounded(response.bytes_stream()));
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| DirectError::Stream(e.to_string()))?;
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
@@ -352,10 +353,34 @@ fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
     envelope.into_answer(id)
 }
 
+/// The body of an event stream, failing once an event grows past [`MAX_ANSWER`]
+/// (the parser would otherwise buffer it whole). A blank line split across two
+/// chunks is missed, which can only make the bound stricter.
+fn bounded(
+    body: impl futures::Stream<Item = reqwest::Result<bytes::Bytes>>,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, DirectError>> {
+    let mut pending = 0usize;
+    body.map(move |chunk| {
+        let chunk = chunk?;
+        let end = [&b"\n\n"[..], b"\n\r\n"]
+            .iter()
+            .filter_map(|blank| memchr::memmem::rfind(&chunk, blank).map(|at| at + blank.len()))
+            .max();
+        pending = match end {
+            Some(end) => chunk.len() - end,
+            None => pending + chunk.len(),
+        };
+        if pending > MAX_ANSWER {
+            return Err(DirectError::TooLarge);
+        }
+        Ok(chunk)
+    })
+}
+
 async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, ServiceError> {
     let mut body = Vec::with_capacity(response.content_length().unwrap_or(1024) as usize);
     while let Some(chunk) = response.chunk().await.map_err(DirectError::from)? {
-        if body.len() + chunk.len() > MAX_JSON_RESPONSE {
+        if body.len() + chunk.len() > MAX_ANSWER {
             return Err(DirectError::TooLarge.into());
         }
         body.extend_from_slice(&chunk);
@@ -567,5 +592,21 @@ mod tests {
             seen.as_slice(),
             [ServerNotification::ToolListChangedNotification(_)]
         ));
+    }
+
+    #[tokio::test]
+    async fn an_oversized_event_ends_the_stream() {
+        let big = bytes::Bytes::from(vec![b'x'; MAX_ANSWER / 2 + 1]);
+        let chunks = vec![
+            Ok(bytes::Bytes::from_static(b"data: {}\n\n")),
+            Ok(big.clone()),
+            Ok(big),
+        ];
+        let out: Vec<_> = bounded(futures::stream::iter(chunks)).collect().await;
+        assert!(out[0].is_ok() && out[1].is_ok());
+        assert!(matches!(out[2], Err(DirectError::TooLarge)));
+        let small = vec![Ok(bytes::Bytes::from_static(b"data: 1\n\ndata: 2\r\n\r\n"))];
+        let out: Vec<_> = bounded(futures::stream::iter(small)).collect().await;
+        assert!(out.iter().all(Result::is_ok));
     }
 }
