@@ -27,6 +27,10 @@ use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
 
+/// The 2026-07-28 error code for a request in a protocol version the server does not
+/// support.
+const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+
 mod direct;
 mod error;
 mod subscriptions;
@@ -415,8 +419,12 @@ impl BackendClient {
             ServiceError::McpError(error) => {
                 // A Modern peer never answers with the legacy implementation-defined
                 // codes (-32000..-32019); one that does (e.g. "Server not
-                // initialized") is Legacy now, so the next use re-probes.
-                if conn.revision == McpRevision::Modern && (-32019..=-32000).contains(&error.code.0)
+                // initialized") is Legacy now, and one that refuses 2026-07-28
+                // (-32022, unsupported protocol version) was replaced: either way
+                // the next use re-probes.
+                if conn.revision == McpRevision::Modern
+                    && ((-32019..=-32000).contains(&error.code.0)
+                        || error.code.0 == UNSUPPORTED_PROTOCOL_VERSION)
                 {
                     tracing::info!(backend = %self.name, code = error.code.0, "Modern backend answered like a Legacy one; re-probing");
                     self.discard(conn).await;
@@ -483,6 +491,17 @@ impl BackendClient {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(error)) if !retried && is_session_expired(&error) => {
                     tracing::info!(backend = %self.name, "backend session expired; reconnecting");
+                    self.discard(&conn).await;
+                    retried = true;
+                }
+                // A Modern backend that refuses 2026-07-28 was replaced and did not
+                // run the request either: re-probe and send it once more.
+                Ok(Err(ServiceError::McpError(error)))
+                    if !retried
+                        && conn.revision == McpRevision::Modern
+                        && error.code.0 == UNSUPPORTED_PROTOCOL_VERSION =>
+                {
+                    tracing::info!(backend = %self.name, "backend no longer serves 2026-07-28; re-probing");
                     self.discard(&conn).await;
                     retried = true;
                 }
