@@ -1,4 +1,4 @@
-//! The Cedar authorizer: policies, entities, requests and one decision function
+//! The Cedar authorizer: entities, requests and one decision function
 //! shared by the call side and list filtering.
 //!
 //! Entities:
@@ -21,18 +21,19 @@
 //! per tool, and by caching argument-free decisions (list filtering) per identity.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Weak};
 
 use cedar_policy::{
-    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid, Policy,
-    PolicyId, PolicySet, Request, RestrictedExpression,
+    Authorizer, Context, Decision, Entities, Entity, EntityId, EntityTypeName, EntityUid,
+    PolicySet, Request, RestrictedExpression,
 };
 use dashmap::DashMap;
 use serde_json::{Map, Value};
 
 use crate::context::{CallKind, Identity, ListKind, ToolAnnotations};
+
+pub use super::policies::{PolicySource, load_policies, sources};
 
 /// Why an authorization decision could not be made (fails closed).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -117,25 +118,6 @@ impl Target<'_> {
     }
 }
 
-/// Where a policy came from, for startup errors.
-#[derive(Debug, Clone)]
-pub enum PolicySource {
-    /// `policies[i]` of the configuration (`field` is the full path).
-    Inline {
-        /// The configuration path, e.g. `incomingAuth.authz.policies[2]`.
-        field: String,
-        /// The policy text.
-        text: String,
-    },
-    /// A `.cedar` file.
-    File {
-        /// The configuration path, e.g. `incomingAuth.authz.policyFiles[0]`.
-        field: String,
-        /// The file.
-        path: PathBuf,
-    },
-}
-
 /// Settings of a [`CedarAuthorizer`] besides the policies.
 #[derive(Debug, Clone)]
 pub struct CedarSettings {
@@ -214,60 +196,6 @@ fn uid(kind: &str, id: &str) -> EntityUid {
         EntityTypeName::from_str(kind).expect("static entity type names are valid"),
         EntityId::new(id),
     )
-}
-
-/// Parse policies, naming each by its location (or its `@id` annotation).
-/// Errors name the location: `incomingAuth.authz.policies[1]: …`.
-pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>> {
-    let mut set = PolicySet::new();
-    let mut errors = Vec::new();
-    for source in sources {
-        let (field, text) = match source {
-            PolicySource::Inline { field, text } => (field.clone(), text.clone()),
-            PolicySource::File { field, path } => match std::fs::read_to_string(path) {
-                Ok(text) => (format!("{field} ({})", path.display()), text),
-                Err(e) => {
-                    errors.push(format!("{field}: cannot read {}: {e}", path.display()));
-                    continue;
-                }
-            },
-        };
-        let parsed = match PolicySet::from_str(&text) {
-            Ok(parsed) => parsed,
-            Err(e) => {
-                let detail: Vec<String> = e.iter().map(|e| e.to_string()).collect();
-                errors.push(format!(
-                    "{field}: invalid Cedar policy: {}",
-                    detail.join("; ")
-                ));
-                continue;
-            }
-        };
-        if parsed.templates().next().is_some() {
-            errors.push(format!("{field}: policy templates are not supported"));
-            continue;
-        }
-        let policies: Vec<&Policy> = parsed.policies().collect();
-        if policies.is_empty() {
-            errors.push(format!("{field}: contains no policy"));
-        }
-        let many = policies.len() > 1;
-        for (k, policy) in policies.into_iter().enumerate() {
-            let id = match policy.annotation("id") {
-                Some(id) => id.to_owned(),
-                None if many => format!("{field}#{k}"),
-                None => field.clone(),
-            };
-            if let Err(e) = set.add(policy.new_id(PolicyId::new(&id))) {
-                errors.push(format!("{field}: {e}"));
-            }
-        }
-    }
-    if errors.is_empty() {
-        Ok(set)
-    } else {
-        Err(errors)
-    }
 }
 
 /// A JSON value as a Cedar value: nulls dropped, non-integers as strings.
@@ -611,27 +539,6 @@ fn build_entities(
     .map_err(|e| AuthzError(format!("entities: {e}")))
 }
 
-/// Sources for a config's inline policies and policy files.
-pub fn sources(prefix: &str, inline: &[String], files: &[PathBuf]) -> Vec<PolicySource> {
-    inline
-        .iter()
-        .enumerate()
-        .map(|(i, text)| PolicySource::Inline {
-            field: format!("{prefix}.policies[{i}]"),
-            text: text.clone(),
-        })
-        .chain(
-            files
-                .iter()
-                .enumerate()
-                .map(|(i, path)| PolicySource::File {
-                    field: format!("{prefix}.policyFiles[{i}]"),
-                    path: Path::new(path).to_path_buf(),
-                }),
-        )
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -712,30 +619,5 @@ mod tests {
         let a = authorizer(&[r#"forbid(principal, action == Action::"list_prompts", resource);"#]);
         assert!(a.list_hidden(&alice(&[]), ListKind::Prompts).unwrap());
         assert!(!a.list_hidden(&alice(&[]), ListKind::Tools).unwrap());
-    }
-
-    #[test]
-    fn bad_policies_name_their_location() {
-        let sources = super::sources(
-            "incomingAuth.authz",
-            &[
-                "permit(principal, action, resource);".into(),
-                "permit(principal,".into(),
-            ],
-            &[PathBuf::from("/nonexistent/x.cedar")],
-        );
-        let errors = load_policies(&sources).unwrap_err();
-        assert_eq!(errors.len(), 2, "{errors:?}");
-        assert!(
-            errors[0].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"),
-            "{}",
-            errors[0]
-        );
-        assert!(
-            errors[1]
-                .starts_with("incomingAuth.authz.policyFiles[0]: cannot read /nonexistent/x.cedar"),
-            "{}",
-            errors[1]
-        );
     }
 }

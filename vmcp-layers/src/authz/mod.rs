@@ -41,6 +41,7 @@
 //! ```
 
 pub mod cedar;
+mod policies;
 
 use std::path::PathBuf;
 use std::sync::Arc;
