@@ -27,10 +27,6 @@ use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
 
-/// The 2026-07-28 error code for a request in a protocol version the server does not
-/// support.
-const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
-
 mod direct;
 mod error;
 mod subscriptions;
@@ -38,6 +34,19 @@ mod subscriptions;
 use direct::DirectHttp;
 pub use error::BackendError;
 use error::{describe_init_error, is_session_expired, is_unreachable};
+
+/// The 2026-07-28 error code for a request in a protocol version the server does not
+/// support.
+const UNSUPPORTED_PROTOCOL_VERSION: i32 = -32022;
+
+/// Whether the backend refused a request without running it, so that it may be sent
+/// again on a fresh, re-probed connection: our session expired (HTTP 404), or a
+/// Modern backend no longer serves 2026-07-28 (it was replaced).
+fn refused_unrun(conn: &Connection, error: &ServiceError) -> bool {
+    is_session_expired(error)
+        || matches!(error, ServiceError::McpError(e)
+            if conn.revision == McpRevision::Modern && e.code.0 == UNSUPPORTED_PROTOCOL_VERSION)
+}
 
 /// A change a backend announced, fanned out to whoever keeps derived state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,7 +323,6 @@ impl BackendClient {
     /// Open a connection; the error says why and whether credentials were refused.
     async fn open(&self) -> Result<Connection, (String, bool)> {
         let handler = self.forwarder();
-        let handler_for_direct = handler.clone();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
                 // An expired session surfaces as an error rather than a transparent
@@ -376,7 +384,7 @@ impl BackendClient {
         let direct = (revision == McpRevision::Modern
             && self.config.transport() == Transport::StreamableHttp)
             .then(|| {
-                let forwarder = handler_for_direct.clone();
+                let forwarder = self.forwarder();
                 DirectHttp::new(
                     self.http.clone(),
                     self.config.url.as_str(),
@@ -489,19 +497,8 @@ impl BackendClient {
             // rmcp's server moves the whole handler future each time it spawns one.
             match tokio::time::timeout_at(deadline, Box::pin(op(conn.clone()))).await {
                 Ok(Ok(value)) => return Ok(value),
-                Ok(Err(error)) if !retried && is_session_expired(&error) => {
-                    tracing::info!(backend = %self.name, "backend session expired; reconnecting");
-                    self.discard(&conn).await;
-                    retried = true;
-                }
-                // A Modern backend that refuses 2026-07-28 was replaced and did not
-                // run the request either: re-probe and send it once more.
-                Ok(Err(ServiceError::McpError(error)))
-                    if !retried
-                        && conn.revision == McpRevision::Modern
-                        && error.code.0 == UNSUPPORTED_PROTOCOL_VERSION =>
-                {
-                    tracing::info!(backend = %self.name, "backend no longer serves 2026-07-28; re-probing");
+                Ok(Err(error)) if !retried && refused_unrun(&conn, &error) => {
+                    tracing::info!(backend = %self.name, "backend refused the request without running it ({error}); reconnecting");
                     self.discard(&conn).await;
                     retried = true;
                 }
