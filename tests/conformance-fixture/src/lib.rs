@@ -74,6 +74,14 @@ pub const TEST_IMAGE_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcS
 /// A minimal WAV file, as in the reference server.
 pub const TEST_AUDIO_BASE64: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
 
+/// A string argument of a tool or prompt call, empty when absent or not a string.
+fn str_arg(args: &Map<String, Value>, key: &str) -> String {
+    args.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
+}
+
 /// Convert fixture JSON into an rmcp model type. The JSON is written here, so a
 /// mismatch is a bug in this crate, reported as an internal error.
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ErrorData> {

@@ -45,12 +45,7 @@ impl Fixture {
 /// `prompts/get`.
 pub(crate) fn get(params: GetPromptRequestParams) -> Result<GetPromptResponse, ErrorData> {
     let args = params.arguments.clone().unwrap_or_default();
-    let arg = |key: &str| {
-        args.get(key)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
+    let arg = |key: &str| crate::str_arg(&args, key);
     let messages = match params.name.as_str() {
         "test_simple_prompt" => json!([{"role": "user",
             "content": {"type": "text", "text": "This is a simple prompt for testing."}}]),

@@ -218,12 +218,7 @@ impl Fixture {
             return response;
         }
         let args = params.arguments.clone().unwrap_or_default();
-        let arg = |key: &str| {
-            args.get(key)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned()
-        };
+        let arg = |key: &str| crate::str_arg(&args, key);
         let content = match params.name.as_ref() {
             "test_simple_text" => {
                 json!([{"type": "text", "text": "This is a simple text response for testing."}])
