@@ -4,6 +4,7 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod stdio;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
@@ -59,12 +61,24 @@ pub struct BackendConfig {
     /// Unique backend name (the `{workload}` of prefixes and policies).
     #[serde(default)]
     pub name: String,
-    /// The backend's MCP endpoint (`http://` or `https://`).
+    /// The backend's MCP endpoint (`http://` or `https://`); empty for `stdio`.
     #[serde(default)]
     pub url: String,
-    /// `streamable-http` (default) or `sse`.
+    /// `streamable-http` (default), `sse` or `stdio`.
     #[serde(default)]
     pub transport: Option<String>,
+    /// `stdio`: the program to spawn (a path, or a name looked up on `PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// `stdio`: its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// `stdio`: its environment (the gateway's own is not inherited; see `stdio`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// `stdio`: its working directory (default: the gateway's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<std::path::PathBuf>,
     /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
@@ -79,6 +93,9 @@ pub enum Transport {
     /// The legacy HTTP+SSE two-endpoint transport (always MCP 2025-11-25).
     #[serde(rename = "sse")]
     Sse,
+    /// A local child process spoken to over stdin/stdout (always MCP 2025-11-25).
+    #[serde(rename = "stdio")]
+    Stdio,
 }
 
 impl Transport {
@@ -87,6 +104,7 @@ impl Transport {
         match self {
             Transport::StreamableHttp => "streamable-http",
             Transport::Sse => "sse",
+            Transport::Stdio => "stdio",
         }
     }
 }
@@ -96,6 +114,7 @@ impl BackendConfig {
     pub fn transport(&self) -> Transport {
         match self.transport.as_deref() {
             Some("sse") => Transport::Sse,
+            Some("stdio") => Transport::Stdio,
             _ => Transport::StreamableHttp,
         }
     }

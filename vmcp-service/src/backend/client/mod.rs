@@ -24,6 +24,7 @@ use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
 use super::sse::{SseClientConfig, SseClientTransport};
+use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
 
@@ -172,6 +173,8 @@ pub struct BackendClient {
     subscriptions: std::sync::Mutex<BTreeSet<String>>,
     /// Held while a new subscription set is applied (see `set_subscriptions`).
     applying_subscriptions: Mutex<()>,
+    /// The child process of a `stdio` backend.
+    stdio: Option<Arc<Supervisor>>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -192,7 +195,10 @@ impl BackendClient {
         health: HealthSettings,
     ) -> Self {
         let name: Arc<str> = Arc::from(config.name.as_str());
+        let stdio = (config.transport() == Transport::Stdio)
+            .then(|| Arc::new(Supervisor::new(name.clone(), events.clone())));
         Self {
+            stdio,
             health: BackendHealth::new(name.clone(), health, events.clone()),
             name,
             config,
@@ -263,6 +269,11 @@ impl BackendClient {
     /// The backend's configuration.
     pub fn config(&self) -> &BackendConfig {
         &self.config
+    }
+
+    /// A `stdio` backend's process (pid, restarts, last exit); `None` for HTTP ones.
+    pub fn process(&self) -> Option<ProcessStatus> {
+        self.stdio.as_ref().map(|s| s.status())
     }
 
     /// The revision negotiated on the last successful connection, if any.
@@ -376,6 +387,18 @@ impl BackendClient {
                     .await
                     .map_err(describe_init_error)?
             }
+            Transport::Stdio => {
+                let supervisor = self
+                    .stdio
+                    .as_ref()
+                    .ok_or_else(|| ("no process supervisor".to_owned(), false))?;
+                let transport = supervisor
+                    .spawn(&self.config)
+                    .map_err(|e| (e.to_string(), false))?;
+                rmcp::ServiceExt::serve(handler, transport)
+                    .await
+                    .map_err(describe_init_error)?
+            }
         };
         let info = service
             .peer_info()
@@ -414,10 +437,15 @@ impl BackendClient {
         }
     }
 
-    /// Close the connection, if any.
+    /// Close the connection, if any. A `stdio` backend's process group is gone when
+    /// this returns.
     pub async fn close(&self) {
-        if let Some(conn) = self.connection.lock().await.take() {
+        let conn = self.connection.lock().await.take();
+        if let Some(conn) = &conn {
             conn.service.cancellation_token().cancel();
+        }
+        if let Some(stdio) = &self.stdio {
+            stdio.stopped().await;
         }
     }
 
