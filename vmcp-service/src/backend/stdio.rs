@@ -61,7 +61,7 @@ pub enum SpawnError {
 }
 
 /// What a stdio backend's process is doing, for the status surface.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ProcessStatus {
     /// The live child's pid (also its process group).
     pub pid: Option<u32>,
