@@ -38,6 +38,9 @@ enum Command {
         /// Extra `Host` header values to accept (DNS-rebinding protection allows loopback only).
         #[arg(long = "allowed-host")]
         allowed_hosts: Vec<String>,
+        /// Serve the read-only status page at /ui (as `ui: {enabled: true}` does).
+        #[arg(long)]
+        ui: bool,
     },
     /// Check a configuration file and exit.
     Validate {
@@ -111,7 +114,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             host,
             port,
             allowed_hosts,
-        } => serve(config, host, port, allowed_hosts).await,
+            ui,
+        } => serve(config, host, port, allowed_hosts, ui).await,
     }
 }
 
@@ -120,8 +124,9 @@ async fn serve(
     host: IpAddr,
     port: u16,
     mut allowed_hosts: Vec<String>,
+    ui: bool,
 ) -> anyhow::Result<()> {
-    let (config, _demo) = match &config_path {
+    let (mut config, _demo) = match &config_path {
         Some(path) => {
             let loaded = load_file(path)?;
             report_ignored(&loaded);
@@ -139,6 +144,7 @@ async fn serve(
         tracing::warn!(%host, "binding a non-loopback address: the endpoint is reachable from the network");
         allowed_hosts.push(host.to_string());
     }
+    config.ui.enabled |= ui;
     let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
     // As `Vmcp::service()`: plain JSON bodies for 2026-07-28 requests that stream nothing.
     let mut http = StreamableHttpServerConfig::default().with_json_response(true);
@@ -183,6 +189,9 @@ async fn serve(
         backends = catalog.backends().len(),
         "vmcp listening on http://{addr}/mcp"
     );
+    if gateway.aggregator().config().ui.enabled {
+        tracing::info!("status page on http://{addr}/ui");
+    }
     // Stop the gateway inside the graceful-shutdown future: that closes open SSE
     // streams, which graceful shutdown would otherwise wait on forever.
     let stopping = gateway.clone();

@@ -10,8 +10,14 @@ const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
 
 fn alive(pid: u64) -> bool {
     // A zombie (killed, not yet reaped by whoever inherited it) counts as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
 }
 
 /// The pids of `parent`'s children.

@@ -13,3 +13,4 @@ mod live;
 mod pagination;
 mod pipeline;
 mod stdio;
+mod ui;

@@ -42,8 +42,14 @@ async fn wait_status(gw: &Gateway, what: &str, check: impl Fn(&Value) -> bool) -
 
 fn alive(pid: u64) -> bool {
     // A zombie (killed, not yet reaped) counts as gone.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .is_ok_and(|stat| !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,7 +62,10 @@ async fn stdio_server_everything_is_listed_and_called_on_both_revisions() {
     // The status shows the process, never its command line or environment.
     assert!(ev["process"]["pid"].as_u64().is_some(), "{ev}");
     let text = ev.to_string();
-    assert!(!text.contains("server-everything") && !text.contains("hello"), "{text}");
+    assert!(
+        !text.contains("server-everything") && !text.contains("hello"),
+        "{text}"
+    );
 
     for mode in ["legacy", "auto"] {
         let report = py_client(
@@ -65,7 +74,11 @@ async fn stdio_server_everything_is_listed_and_called_on_both_revisions() {
             json!([{"op": "list_tools"}, {"op": "call_tool", "name": "ev_echo", "arguments": {"message": "over stdio"}}]),
         )
         .await;
-        let expected = if mode == "legacy" { "2025-11-25" } else { "2026-07-28" };
+        let expected = if mode == "legacy" {
+            "2025-11-25"
+        } else {
+            "2026-07-28"
+        };
         assert_eq!(report["protocol"], expected, "{report}");
         let tools = names(&report["results"][0], "tools", "name");
         assert!(tools.contains(&"ev_echo".to_owned()), "{tools:?}");
@@ -90,7 +103,10 @@ async fn a_killed_stdio_child_turns_unhealthy_and_comes_back_by_itself() {
         .status()
         .expect("run kill");
     assert!(killed.success());
-    let down = wait_status(&gw, "unhealthy after the kill", |ev| ev["health"] == "unhealthy").await;
+    let down = wait_status(&gw, "unhealthy after the kill", |ev| {
+        ev["health"] == "unhealthy"
+    })
+    .await;
     assert!(
         down["process"]["last_exit"]
             .as_str()

@@ -134,10 +134,18 @@ impl Vmcp {
         &self.aggregator
     }
 
-    /// The status routes (`/health`, `/ping`, `/readyz`, `/status`) to mount next to
-    /// the MCP endpoint.
+    /// The status routes (`/health`, `/ping`, `/readyz`, `/status`, and `/ui` when
+    /// `ui.enabled`) to mount next to the MCP endpoint.
     pub fn status_router(&self) -> axum::Router {
-        crate::status::router(self.aggregator.clone())
+        let status = crate::status::router(self.aggregator.clone());
+        if self.aggregator.config().ui.enabled {
+            status.merge(crate::ui::router(
+                self.aggregator.clone(),
+                self.shutdown.child_token(),
+            ))
+        } else {
+            status
+        }
     }
 
     /// Apply a new configuration without a restart: backends that are new or changed

@@ -44,6 +44,18 @@ pub struct VmcpConfig {
     /// OpenTelemetry and Prometheus.
     #[serde(default)]
     pub telemetry: Option<vmcp_layers::telemetry::TelemetryConfig>,
+    /// The read-only status page at `/ui`.
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// `ui:` — the status page (read when the gateway starts; a reload does not change it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiConfig {
+    /// Serve the status page at `/ui` next to `/status` (`vmcp serve --ui` sets it).
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 impl VmcpConfig {

@@ -36,7 +36,9 @@ impl EnvValue {
     pub fn resolve(&self) -> Result<String, &str> {
         match self {
             EnvValue::Literal(value) => Ok(value.clone()),
-            EnvValue::FromEnv { from_env } => std::env::var(from_env).map_err(|_| from_env.as_str()),
+            EnvValue::FromEnv { from_env } => {
+                std::env::var(from_env).map_err(|_| from_env.as_str())
+            }
         }
     }
 }
@@ -97,13 +99,12 @@ pub(super) fn check(field: &str, backend: &BackendConfig, errors: &mut Vec<Strin
     if let Some(cwd) = &backend.cwd
         && !cwd.is_dir()
     {
-        errors.push(format!(
-            "{field}.cwd {} is not a directory",
-            cwd.display()
-        ));
+        errors.push(format!("{field}.cwd {} is not a directory", cwd.display()));
     }
     match backend.command.as_deref() {
-        None | Some("") => errors.push(format!("{field}.command is required with transport: stdio")),
+        None | Some("") => {
+            errors.push(format!("{field}.command is required with transport: stdio"))
+        }
         Some(command) => {
             if find_executable(command, backend.cwd.as_deref()).is_none() {
                 errors.push(if command.contains('/') {

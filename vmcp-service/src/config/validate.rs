@@ -431,7 +431,10 @@ audit: {component: vmcp-server, eventTypes: [mcp_tool_call], includeRequestData:
         )
         .expect("valid stdio backend");
         let backend = &ok.config.backends[0];
-        assert_eq!(backend.env["A"], super::super::EnvValue::Literal("literal".into()));
+        assert_eq!(
+            backend.env["A"],
+            super::super::EnvValue::Literal("literal".into())
+        );
         // Values never show in debug output (logs of the config).
         assert!(!format!("{backend:?}").contains("literal"));
     }
