@@ -1,4 +1,5 @@
-//! The bundled server with a stdio backend: no child outlives its SIGTERM.
+//! The bundled server with a stdio backend and the status page: no child outlives
+//! its SIGTERM, and an open `/ui/events` stream does not hold the shutdown up.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -52,7 +53,7 @@ async fn no_stdio_child_survives_the_gateways_sigterm() {
     .unwrap();
     let port = free_port();
     let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string(), "-c"])
+        .args(["serve", "--ui", "--port", &port.to_string(), "-c"])
         .arg(&path)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -72,6 +73,17 @@ async fn no_stdio_child_survives_the_gateways_sigterm() {
     let grandchildren = children(child);
     assert!(!grandchildren.is_empty(), "the shell's sleep is running");
     assert!(alive(child));
+
+    // A browser's live stream stays open across the SIGTERM.
+    let mut live = reqwest::get(format!("http://127.0.0.1:{port}/ui/events"))
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    let first = live.chunk().await.unwrap().unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&first).contains("data-backend=\"ev\""),
+        "the stream starts with the rendered page"
+    );
 
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &server.id().unwrap().to_string()])

@@ -243,10 +243,18 @@ pub fn render(aggregator: &Aggregator) -> String {
             b.consecutive_failures,
             escape(b.last_check.as_deref().unwrap_or("—")),
             escape(
-                b.last_error
-                    .as_deref()
-                    .or(b.process.as_ref().and_then(|p| p.last_exit.as_deref()))
-                    .unwrap_or("")
+                &[
+                    b.last_error.as_deref(),
+                    // How the process ended, while none runs.
+                    b.process
+                        .as_ref()
+                        .filter(|p| p.pid.is_none())
+                        .and_then(|p| p.last_exit.as_deref()),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join("; ")
             ),
         );
     }

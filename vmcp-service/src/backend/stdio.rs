@@ -182,6 +182,11 @@ impl Supervisor {
 
     /// The process `pid` ended on its own (its stdout closed).
     fn exited(&self, pid: Option<u32>) {
+        // A discarded connection's process may end after its successor started: only
+        // the live one's exit means a restart.
+        if *self.alive.borrow() != pid {
+            return;
+        }
         let delay = {
             let mut state = self.state();
             let ran = state.started.map(|t| t.elapsed()).unwrap_or_default();
