@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use vmcp_examples::logging::{LogFormat, Logging};
 use vmcp_examples::starter::{STARTER_YAML, embedded_default};
 use vmcp_service::Vmcp;
 use vmcp_service::config::{Loaded, load_file};
@@ -20,6 +21,9 @@ use vmcp_service::config::{Loaded, load_file};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log line format on stderr (`RUST_LOG` sets the filter).
+    #[arg(long, global = true, value_enum, default_value_t)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -64,16 +68,19 @@ fn report_ignored(loaded: &Loaded) {
     }
 }
 
+/// A file without backends is valid (they can come with a reload) but serves
+/// nothing; most likely an empty or all-comment file.
+fn warn_if_empty(loaded: &Loaded) {
+    if loaded.config.backends.is_empty() {
+        tracing::warn!("no backends configured: the endpoint will serve an empty catalog");
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,rmcp=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse().command).await {
+    let cli = Cli::parse();
+    let logging = Logging::init(cli.log_format);
+    match run(cli.command, logging).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -82,11 +89,12 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
+async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
     match command {
         Command::Validate { config } => {
             let loaded = load_file(&config)?;
             report_ignored(&loaded);
+            warn_if_empty(&loaded);
             println!(
                 "{}: valid ({} backend(s))",
                 config.display(),
@@ -102,7 +110,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             if output.exists() && !force {
                 anyhow::bail!("{} exists; pass --force to overwrite", output.display());
             }
-            std::fs::write(&output, STARTER_YAML)?;
+            std::fs::write(&output, STARTER_YAML)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", output.display()))?;
             println!("wrote {}", output.display());
             Ok(())
         }
@@ -111,7 +120,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             host,
             port,
             allowed_hosts,
-        } => serve(config, host, port, allowed_hosts).await,
+        } => serve(config, host, port, allowed_hosts, logging).await,
     }
 }
 
@@ -120,11 +129,13 @@ async fn serve(
     host: IpAddr,
     port: u16,
     mut allowed_hosts: Vec<String>,
+    logging: Logging,
 ) -> anyhow::Result<()> {
     let (config, _demo) = match &config_path {
         Some(path) => {
             let loaded = load_file(path)?;
             report_ignored(&loaded);
+            warn_if_empty(&loaded);
             (loaded.config, None)
         }
         None => {
@@ -189,6 +200,7 @@ async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
+            logging.shutting_down();
             stopping.shutdown().await;
         })
         .await?;
