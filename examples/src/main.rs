@@ -10,7 +10,7 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use vmcp_examples::logging::{LogFormat, Logging};
 use vmcp_examples::starter::{STARTER_YAML, embedded_default};
 use vmcp_service::Vmcp;
-use vmcp_service::config::{Loaded, load_file};
+use vmcp_service::config::{Loaded, ignored_key_warning, load_file};
 
 #[derive(Parser)]
 #[command(
@@ -49,6 +49,8 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Print the configuration's JSON Schema (for editors; docs/vmcp.schema.json).
+    Schema,
     /// Write a commented starter configuration.
     Init {
         /// Where to write it; `-` for standard output.
@@ -62,9 +64,7 @@ enum Command {
 
 fn report_ignored(loaded: &Loaded) {
     for key in &loaded.ignored_keys {
-        tracing::warn!(
-            "configuration key {key:?} is not used by vmcp (not implemented, or misspelled)"
-        );
+        tracing::warn!("{}", ignored_key_warning(key));
     }
 }
 
@@ -101,6 +101,16 @@ async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
                 loaded.config.backends.len()
             );
             Ok(())
+        }
+        Command::Schema => {
+            use std::io::Write;
+            let schema = vmcp_service::config::schema::json_schema();
+            let text = serde_json::to_string_pretty(&schema)?;
+            // `vmcp schema | head` closes the pipe early; that is not an error.
+            match writeln!(std::io::stdout().lock(), "{text}") {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
         }
         Command::Init { output, force } => {
             if output.as_os_str() == "-" {

@@ -41,7 +41,8 @@ pub fn peers_dir() -> PathBuf {
     dir
 }
 
-fn python() -> PathBuf {
+/// The Python of the peers' venv (the SDK `mcp`, `jsonschema`).
+pub fn python() -> PathBuf {
     peers_dir().join("venv/bin/python")
 }
 
