@@ -37,7 +37,7 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1")]
         host: IpAddr,
         /// Port to bind.
-        #[arg(long, default_value_t = 4483)]
+        #[arg(long, env = "VMCP_PORT", default_value_t = 4483)]
         port: u16,
         /// Extra `Host` header values to accept (DNS-rebinding protection allows loopback only).
         #[arg(long = "allowed-host")]

@@ -143,7 +143,10 @@ fn yaml_blocks(markdown: &str) -> Vec<String> {
     let mut current: Option<String> = None;
     for line in markdown.lines() {
         match &mut current {
-            None if line.trim_start() == "```yaml" => current = Some(String::new()),
+            // ```yaml, or ```yaml file=NAME (a file the README's shell blocks use).
+            None if line.trim_start() == "```yaml" || line.trim_start().starts_with("```yaml ") => {
+                current = Some(String::new())
+            }
             Some(block) if line.trim_start() == "```" => {
                 blocks.push(std::mem::take(block));
                 current = None;
