@@ -9,7 +9,7 @@ use super::{BackendConfig, Transport};
 /// One value of a stdio backend's `env`: a literal, or `{fromEnv: VAR}` read from the
 /// gateway's own environment when the process is spawned (keeps secrets out of the
 /// file). Values are never logged; `Debug` shows only where a value comes from.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum EnvValue {
     /// `NAME: value`.

@@ -23,6 +23,7 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::reason::FailureReason;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
@@ -379,9 +380,9 @@ impl BackendClient {
                 )
                 .await
                 .map_err(|e| {
-                    let text = e.to_string();
-                    let refused = text.contains(" 401") || text.contains(" 403");
-                    (text, refused)
+                    let reason = FailureReason::of(&e);
+                    let refused = reason == FailureReason::AuthRequired;
+                    (reason.to_string(), refused)
                 })?;
                 rmcp::ServiceExt::serve(handler, transport)
                     .await
@@ -478,7 +479,7 @@ impl BackendClient {
                 self.discard(conn).await;
                 BackendError::Transport {
                     backend: self.name.clone(),
-                    reason: other.to_string(),
+                    reason: FailureReason::of(&other).to_string(),
                 }
             }
         }
