@@ -62,8 +62,8 @@ use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use crate::context::{CapabilityProvider, CatalogView, Discovered, Identity, ParsedMcpRequest};
-use crate::jsonrpc;
+use crate::context::{CapabilityProvider, CatalogView, Discovered, Identity};
+use crate::{jsonrpc, prerequisite};
 
 /// The default bound on one discovery.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -212,17 +212,21 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
+        const LAYER: &str = "DiscoveryLayer";
+        let wants_view = match prerequisite::parsed(req.extensions(), LAYER) {
+            Ok(parsed) => parsed.is_some_and(|p| p.is_request()),
+            Err(missing) => return Box::pin(async move { Ok(missing.into_response()) }),
+        };
+        let identity = if wants_view {
+            match prerequisite::identity(req.extensions(), LAYER) {
+                Ok(identity) => Some(identity.clone()),
+                Err(missing) => return Box::pin(async move { Ok(missing.into_response()) }),
+            }
+        } else {
+            None
+        };
         Box::pin(async move {
-            let wants_view = req
-                .extensions()
-                .get::<Arc<ParsedMcpRequest>>()
-                .is_some_and(|p| p.is_request());
-            if wants_view {
-                let identity = req
-                    .extensions()
-                    .get::<Arc<Identity>>()
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(Identity::anonymous()));
+            if let Some(identity) = identity {
                 match shared.view(&identity).await {
                     Ok(view) => {
                         req.extensions_mut().insert(Discovered(view));
@@ -238,7 +242,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::ToolInfo;
+    use crate::context::{ParsedMcpRequest, ToolInfo};
     use std::convert::Infallible;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::ServiceExt;

@@ -35,16 +35,15 @@
 //! # });
 //! ```
 
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use crate::context::{AdmissionDecision, CallKind, ParsedMcpRequest};
-use crate::jsonrpc;
+use crate::context::{AdmissionDecision, CallKind};
+pub use crate::future::ResponseFuture;
+use crate::{jsonrpc, prerequisite};
 
 /// Produces [`Gate`] services.
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,20 +83,23 @@ pub fn denial(kind: CallKind, id: Option<&serde_json::Value>) -> Response<Body> 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Gate<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    S::Future: Send + 'static,
     ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     ResBody::Error: Into<axum::BoxError>,
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        if let Some(parsed) = req.extensions().get::<Arc<ParsedMcpRequest>>()
+        let parsed = match prerequisite::parsed(req.extensions(), "GateLayer") {
+            Ok(parsed) => parsed,
+            Err(missing) => return ResponseFuture::ready(missing.into_response()),
+        };
+        if let Some(parsed) = parsed
             && let Some(kind) = CallKind::of_method(&parsed.method)
         {
             let allowed = req
@@ -105,11 +107,9 @@ where
                 .get::<AdmissionDecision>()
                 .is_some_and(|d| d.kind == kind && d.allowed);
             if !allowed {
-                let response = denial(kind, parsed.id.as_ref());
-                return Box::pin(async move { Ok(response) });
+                return ResponseFuture::ready(denial(kind, parsed.id.as_ref()));
             }
         }
-        let future = self.inner.call(req);
-        Box::pin(async move { Ok(future.await?.map(Body::new)) })
+        ResponseFuture::inner(self.inner.call(req))
     }
 }

@@ -7,13 +7,14 @@
 //! | 1 | [`recovery`](crate::recovery) | always | catches a panic anywhere below |
 //! | 2 | [`headers`](crate::headers) | always | cheapest rejections first, before a token is checked or a body read |
 //! | 3 | [`audit`](crate::audit) | `audit` configured | outside auth and the gate, so their 401s and 403s are recorded |
-//! | 4 | [`auth`](crate::auth) | always (anonymous without `incomingAuth`) | identity and the one parse every later layer reads |
-//! | 5 | [`discovery`](crate::discovery) | a capability provider is given | needs the identity; everything after needs the view |
-//! | 6 | [`annotations`](crate::annotations) | authorization configured | policies read the tool's annotations |
-//! | 7 | [`authz`](crate::authz) | `incomingAuth.authz.type: cedar` | after the view and annotations it decides on |
-//! | 8 | [`backend_enrichment`](crate::backend_enrichment) | audit or telemetry configured | names the backend for the record and the span |
-//! | 9 | [`telemetry`](crate::telemetry) | `telemetry` configured | spans and metrics see the decided, enriched request |
-//! | 10 | [`gate`](crate::gate) | authorization configured | innermost: nothing runs for a denied call |
+//! | 4 | [`auth`](crate::auth) | always (anonymous without `incomingAuth`) | the identity every later layer reads; before the body is read |
+//! | 5 | [`parse`](crate::parse) | always | the one parse every later layer reads |
+//! | 6 | [`discovery`](crate::discovery) | a capability provider is given | needs the identity; everything after needs the view |
+//! | 7 | [`annotations`](crate::annotations) | authorization configured | policies read the tool's annotations |
+//! | 8 | [`authz`](crate::authz) | `incomingAuth.authz.type: cedar` | after the view and annotations it decides on |
+//! | 9 | [`backend_enrichment`](crate::backend_enrichment) | audit or telemetry configured | names the backend for the record and the span |
+//! | 10 | [`telemetry`](crate::telemetry) | `telemetry` configured | spans and metrics see the decided, enriched request |
+//! | 11 | [`gate`](crate::gate) | authorization configured | innermost: nothing runs for a denied call |
 //!
 //! [`Stack::layers`] reports the layers in this order; a test pins it.
 //!
@@ -58,6 +59,7 @@ use crate::context::CapabilityProvider;
 use crate::discovery::DiscoveryLayer;
 use crate::gate::GateLayer;
 use crate::headers::HeaderValidationLayer;
+use crate::parse::McpParseLayer;
 use crate::recovery::RecoveryLayer;
 use crate::telemetry::{Telemetry, TelemetryConfig};
 
@@ -284,7 +286,9 @@ impl StackBuilder {
             inner_names.push("discovery");
         }
         type Outer = BoxCloneSyncService<Request<Limited<Body>>, Response<Body>, Infallible>;
-        let mut outer: Outer = BoxCloneSyncService::new(self.auth.layer(svc));
+        let mut outer: Outer =
+            BoxCloneSyncService::new(self.auth.layer(McpParseLayer::new().layer(svc)));
+        inner_names.push("parse");
         inner_names.push("auth");
         if let Some(audit) = &self.audit {
             outer = BoxCloneSyncService::new(audit.layer(outer));
@@ -417,6 +421,7 @@ mod tests {
                 "headers",
                 "audit",
                 "auth",
+                "parse",
                 "discovery",
                 "annotations",
                 "authz",
@@ -426,6 +431,6 @@ mod tests {
             ]
         );
         let bare = StackBuilder::new().build(echo());
-        assert_eq!(bare.layers(), ["recovery", "headers", "auth"]);
+        assert_eq!(bare.layers(), ["recovery", "headers", "auth", "parse"]);
     }
 }

@@ -1,22 +1,17 @@
-//! Authentication and MCP parsing: who is calling, and what they ask for.
+//! Authentication: who is calling.
 //!
-//! The [`AuthLayer`] first authenticates the caller (`incomingAuth.type`):
+//! The [`AuthLayer`] establishes the caller's [`Identity`] (`incomingAuth.type`) and
+//! nothing else:
 //!
 //! - `anonymous`: every caller is [`Identity::anonymous`].
 //! - `oidc`: a bearer JWT validated by a [`JwtValidator`]. A missing or refused token
 //!   is answered **401** with `WWW-Authenticate: Bearer …, resource_metadata="…"`
 //!   pointing at the RFC 9728 protected-resource metadata ([`metadata_router`]).
 //!
-//! Then it decodes the JSON-RPC body **once** ([`ParsedMcpRequest`]) and hands both on
-//! as request extensions (`Arc<Identity>`, `Arc<ParsedMcpRequest>`), so no later layer
-//! parses again. It also returns them in the response extensions for the audit layer.
-//! A body that is not one JSON-RPC object is answered 400 (`-32700`, or `-32600` for a
-//! batch), a body over the limit set by [`headers`](crate::headers) 413, and a
-//! 2026-07-28 header that disagrees with the body (`Mcp-Method`, `Mcp-Name`,
-//! `MCP-Protocol-Version` against `_meta`) 400 with `-32020`.
-//!
-//! The token is checked before the body is read: an unauthenticated caller never gets
-//! its body parsed.
+//! The identity goes on as an `Arc<Identity>` request extension and comes back in the
+//! response extensions for the audit layer. The body is not touched: mount
+//! [`McpParseLayer`](crate::parse::McpParseLayer) inside this layer, so an
+//! unauthenticated caller's body is never read.
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};
@@ -24,11 +19,12 @@
 //! use http::{Request, Response};
 //! use http_body_util::Full;
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use vmcp_layers::{auth::AuthLayer, Identity, ParsedMcpRequest};
+//! use vmcp_layers::{auth::AuthLayer, parse::McpParseLayer, Identity, ParsedMcpRequest};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let service = ServiceBuilder::new()
 //!     .layer(AuthLayer::anonymous())
+//!     .layer(McpParseLayer::new())
 //!     .service_fn(|req: Request<Full<bytes::Bytes>>| async move {
 //!         let parsed = req.extensions().get::<Arc<ParsedMcpRequest>>().unwrap();
 //!         let who = req.extensions().get::<Arc<Identity>>().unwrap();
@@ -50,13 +46,12 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header};
 use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
 use crate::authz::AuthzConfig;
-use crate::context::{Identity, ParseError, ParsedMcpRequest};
+use crate::context::Identity;
 use crate::jsonrpc;
 pub use jwt::{JwtError, JwtSettings, JwtValidator};
 
@@ -200,7 +195,7 @@ pub struct AuthLayer {
 }
 
 impl AuthLayer {
-    /// Every caller is anonymous; the body is still parsed.
+    /// Every caller is anonymous.
     pub fn anonymous() -> Self {
         Self {
             inner: Arc::new(AuthInner {
@@ -233,7 +228,7 @@ impl<S> Layer<S> for AuthLayer {
     }
 }
 
-/// Authenticates and parses; see the [module docs](self).
+/// Authenticates; see the [module docs](self).
 #[derive(Debug, Clone)]
 pub struct Auth<S> {
     inner: S,
@@ -308,51 +303,18 @@ fn unauthorized(resource: &str, error: &JwtError) -> Response<Body> {
     response
 }
 
-/// The 2026-07-28 header/body consistency rules.
-fn header_mismatch(headers: &HeaderMap, parsed: &ParsedMcpRequest) -> Option<&'static str> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(method) = get("mcp-method")
-        && method != parsed.method
-    {
-        return Some("Mcp-Method header does not match the request body");
-    }
-    if let Some(name) = get("mcp-name")
-        && Some(name) != parsed.target()
-    {
-        return Some("Mcp-Name header does not match the request body");
-    }
-    if let (Some(header), Some(meta)) =
-        (get("mcp-protocol-version"), parsed.meta_protocol_version())
-        && header != meta
-    {
-        return Some("MCP-Protocol-Version header does not match _meta protocolVersion");
-    }
-    None
-}
-
-fn is_length_limit(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut source = Some(error);
-    while let Some(e) = source {
-        if e.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        source = e.source();
-    }
-    false
-}
-
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Auth<S>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
-    ReqBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ReqBody::Error: Into<axum::BoxError>,
+    ReqBody: Send + 'static,
     ResBody: http_body::Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<axum::BoxError>,
 {
     type Response = Response<Body>;
     type Error = S::Error;
+    // Boxed: a JWT may need the issuer's keys fetched before the inner call.
     type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -382,73 +344,10 @@ where
                     }
                 }
             };
-            let bytes = match body.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) => {
-                    let error: axum::BoxError = error.into();
-                    let (status, message) = if is_length_limit(&*error) {
-                        (StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
-                    } else {
-                        (StatusCode::BAD_REQUEST, "request body could not be read")
-                    };
-                    return Ok(jsonrpc::error_response(
-                        status,
-                        None,
-                        jsonrpc::INVALID_REQUEST,
-                        message,
-                    ));
-                }
-            };
-            let mut parsed = None;
-            if parts.method == Method::POST {
-                let header = |name| {
-                    parts
-                        .headers
-                        .get(name)
-                        .and_then(|v: &HeaderValue| v.to_str().ok())
-                };
-                match ParsedMcpRequest::parse(
-                    &bytes,
-                    header("mcp-protocol-version"),
-                    parts.headers.contains_key("mcp-session-id"),
-                ) {
-                    Ok(request) => {
-                        if let Some(message) = header_mismatch(&parts.headers, &request) {
-                            return Ok(jsonrpc::error_response(
-                                StatusCode::BAD_REQUEST,
-                                request.id.as_ref(),
-                                jsonrpc::HEADER_MISMATCH,
-                                message,
-                            ));
-                        }
-                        parsed = Some(Arc::new(request));
-                    }
-                    Err(error) => {
-                        let code = match error {
-                            ParseError::NotJson(_) => jsonrpc::PARSE_ERROR,
-                            _ => jsonrpc::INVALID_REQUEST,
-                        };
-                        return Ok(jsonrpc::error_response(
-                            StatusCode::BAD_REQUEST,
-                            None,
-                            code,
-                            &error.to_string(),
-                        ));
-                    }
-                }
-            }
             parts.extensions.insert(identity.clone());
-            if let Some(parsed) = &parsed {
-                parts.extensions.insert(parsed.clone());
-            }
-            let response = inner
-                .call(Request::from_parts(parts, Full::new(bytes)))
-                .await?;
+            let response = inner.call(Request::from_parts(parts, body)).await?;
             let mut response = response.map(Body::new);
             response.extensions_mut().insert(identity);
-            if let Some(parsed) = parsed {
-                response.extensions_mut().insert(parsed);
-            }
             Ok(response)
         })
     }
