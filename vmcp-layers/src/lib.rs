@@ -20,8 +20,10 @@
 //! 11. [`gate`] (with authorization): denied calls answered 403.
 
 pub mod annotations;
+#[cfg(feature = "audit")]
 pub mod audit;
 pub mod auth;
+#[cfg(feature = "cedar")]
 pub mod authz;
 pub mod backend_enrichment;
 pub mod body;
@@ -35,6 +37,7 @@ pub mod parse;
 pub mod prerequisite;
 pub mod recovery;
 pub mod stack;
+#[cfg(feature = "otel")]
 pub mod telemetry;
 
 pub use context::{BackendTarget, Identity, McpRevision, ParsedMcpRequest};

@@ -48,12 +48,14 @@
 pub mod cedar;
 mod policies;
 
+#[cfg(feature = "config")]
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
 use http::{Request, Response};
+#[cfg(feature = "config")]
 use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
@@ -63,8 +65,11 @@ use crate::context::{
 };
 use crate::prerequisite;
 pub use crate::future::ResponseFuture;
-use cedar::{CedarAuthorizer, CedarSettings, Target};
+#[cfg(feature = "config")]
+use cedar::CedarSettings;
+use cedar::{CedarAuthorizer, Target};
 
+#[cfg(feature = "config")]
 /// `incomingAuth.authz:` — authorization policies.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +94,7 @@ pub struct AuthzConfig {
     pub group_entity_type: Option<String>,
 }
 
+#[cfg(feature = "config")]
 impl AuthzConfig {
     /// Whether Cedar authorization is configured.
     pub fn is_cedar(&self) -> bool {
