@@ -12,8 +12,17 @@
 //! 3. [`AuthorizationLayer`]: the Cedar decision (only `echo` may be called);
 //! 4. [`GateLayer`]: a denied call is answered 403 before the server sees it.
 //!
+//! The same server is also mounted at `/stacked` behind the whole pipeline as one
+//! tower `Layer` ([`StackBuilder::into_layer`]: recovery, header checks, anonymous
+//! auth, parse, Cedar, gate):
+//!
+//! ```rust,ignore
+//! ServiceBuilder::new().layer(stack).service(server)
+//! ```
+//!
 //! No JWT, audit or OpenTelemetry code is compiled. The server listens on
-//! `http://127.0.0.1:8082/mcp`; `tools/call` of `echo` works, of `shout` is 403.
+//! `http://127.0.0.1:8082/mcp` and `/stacked`; `tools/call` of `echo` works, of
+//! `shout` is 403.
 
 use std::sync::Arc;
 
@@ -31,6 +40,7 @@ use vmcp_layers::authz::AuthorizationLayer;
 use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
 use vmcp_layers::gate::GateLayer;
 use vmcp_layers::parse::McpParseLayer;
+use vmcp_layers::stack::StackBuilder;
 
 /// An ordinary MCP server with two tools; it knows nothing about the gate.
 #[derive(Clone)]
@@ -88,13 +98,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .map_err(|errors| errors.join("; "))?;
 
+    let cedar = Arc::new(cedar);
+
+    // By hand: only the layers the gate needs.
     let gated = ServiceBuilder::new()
         .layer(AuthLayer::anonymous())
         .layer(McpParseLayer::new())
-        .layer(AuthorizationLayer::new(Arc::new(cedar)))
+        .layer(AuthorizationLayer::new(cedar.clone()))
         .layer(GateLayer::new())
-        .service(server);
-    let app = axum::Router::new().route_service("/mcp", gated);
+        .service(server.clone());
+    // The whole pipeline as one Layer; its extra routes (none here) merge beside it.
+    let stack = StackBuilder::new().authorizer(cedar).into_layer();
+    println!("stacked layers: {:?}", stack.layers());
+    let stacked = ServiceBuilder::new().layer(stack.clone()).service(server);
+    let app = axum::Router::new()
+        .route_service("/mcp", gated)
+        .route_service("/stacked", stacked)
+        .merge(stack.routes());
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8082").await?;
     println!("gated MCP server on http://127.0.0.1:8082/mcp");
