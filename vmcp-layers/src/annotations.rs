@@ -1,11 +1,6 @@
-//! Annotation enrichment: for `tools/call`, attaches the target tool's
-//! [`ToolAnnotations`] (`readOnlyHint`, `destructiveHint`, `idempotentHint`,
-//! `openWorldHint`) from the caller's capability view, so authorization policies can
-//! use them (`context.annotations.readOnlyHint`).
+#![doc = include_str!("../../docs/layers/annotations.md")]
 //!
-//! Needs [`parse`](crate::parse) and, for a `tools/call`, [`Discovered`] (the
-//! [`discovery`](crate::discovery) layer) outside it; without them it answers 500
-//! naming the missing layer. A tool the view does not know gets no annotations.
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;

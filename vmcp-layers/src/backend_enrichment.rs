@@ -1,7 +1,6 @@
-//! Backend enrichment: names the backend that will serve a `tools/call`,
-//! `resources/read` or `prompts/get` ([`BackendTarget`]), from the caller's capability
-//! view, for the audit record and the telemetry span. The target is also put in the
-//! response extensions, where the audit layer (outside this one) reads it.
+#![doc = include_str!("../../docs/layers/backend_enrichment.md")]
+//!
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;

@@ -1,16 +1,6 @@
-//! Discovery: attaches the caller's aggregated capability view ([`Discovered`]) to
-//! every JSON-RPC request, from a [`CapabilityProvider`].
+#![doc = include_str!("../../docs/layers/discovery.md")]
 //!
-//! A provider that is expensive per call (one that fans out to backends) can be
-//! cached per identity for a short time with [`DiscoveryLayer::cache_ttl`]; within the
-//! TTL a Legacy session and a run of Modern requests from the same caller share one
-//! view. vmcp's own provider hands out the aggregator's current catalog, which the
-//! aggregator keeps current from backend notifications, so it needs no cache and no
-//! request ever waits on a backend fan-out.
-//!
-//! A provider that does not answer within the timeout (default 15 s) gives **504**; a
-//! provider error gives **503**. Requests without a parsed JSON-RPC request (a GET
-//! stream, a notification) pass without a view.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};
@@ -40,10 +30,12 @@
 //!         let found = req.extensions().get::<Discovered>().is_some();
 //!         Ok::<_, Infallible>(Response::new(axum::body::Body::from(found.to_string())))
 //!     });
+//! // What the auth and parse layers would have inserted:
 //! let mut request = Request::new(());
 //! request.extensions_mut().insert(Arc::new(ParsedMcpRequest {
 //!     id: Some(1.into()), method: "tools/call".into(), ..Default::default()
 //! }));
+//! request.extensions_mut().insert(Arc::new(Identity::anonymous()));
 //! let response = service.oneshot(request).await.unwrap();
 //! let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
 //! assert_eq!(&body[..], b"true");

@@ -1,17 +1,6 @@
-//! The pre-dispatch gate: the innermost layer, enforcing the authorization layer's
-//! [`AdmissionDecision`].
+#![doc = include_str!("../../docs/layers/gate.md")]
 //!
-//! A denied `tools/call`, `resources/read` or `prompts/get` is answered **HTTP 403**
-//! with JSON-RPC error code **403** and a kind-only message
-//! (`call denied by authorization policy`, `read denied by authorization policy`,
-//! `prompt denied by authorization policy`). The message never names the capability,
-//! so a filtered tool, an argument-based denial and a nonexistent tool under a
-//! default-deny policy all get the same answer: the gate is no oracle for what
-//! exists. It runs before the MCP server looks at the session, so a denial never
-//! becomes a `200` with `isError`, on either revision.
-//!
-//! Fail closed: an admission-checked request that reaches the gate without a decision
-//! (the authorization layer is missing or was skipped) is denied too.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};

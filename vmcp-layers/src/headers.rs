@@ -1,19 +1,6 @@
-//! Header validation: cheap checks on the request head, before anything reads the
-//! body or checks a token.
+#![doc = include_str!("../../docs/layers/headers.md")]
 //!
-//! - A `GET` (the SSE stream of a 2025-11-25 session) must accept
-//!   `text/event-stream`, else 406.
-//! - `Host` and `Origin` are checked against an allow-list (DNS-rebinding
-//!   protection). Loopback names and addresses are always allowed; a request without
-//!   `Origin` (any non-browser client) passes. A rejection is 403.
-//! - The request body is limited (default 8 MiB) with tower-http's
-//!   [`RequestBodyLimit`](tower_http::limit): a larger `Content-Length` is answered
-//!   413 at once; a chunked body that grows past the limit fails when the parsing step
-//!   of [`auth`](crate::auth) reads it, which also answers 413.
-//!
-//! The 2026-07-28 rules that compare headers with the body (`Mcp-Method`, `Mcp-Name`,
-//! `MCP-Protocol-Version` against `_meta`) are applied where the body is decoded, in
-//! the parsing step of [`auth`](crate::auth).
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;

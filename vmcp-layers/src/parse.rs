@@ -1,23 +1,6 @@
-//! MCP parsing: the JSON-RPC body decoded once, for every later layer.
+#![doc = include_str!("../../docs/layers/parse.md")]
 //!
-//! The [`McpParseLayer`] reads the body (within the limit set by
-//! [`headers`](crate::headers)) and, for a POST, decodes it once into a
-//! [`ParsedMcpRequest`]: id, method, tool/prompt name, resource URI, arguments,
-//! `_meta`, client info, revision. It goes on as an `Arc<ParsedMcpRequest>` request
-//! extension and comes back in the response extensions (for audit). Every request it
-//! passes also carries [`McpParsed`](crate::prerequisite::McpParsed), so a later layer
-//! can tell a GET from a missing parse layer. The inner service receives the buffered
-//! body as `Full<Bytes>`. Refusals:
-//!
-//! | Body | Answer |
-//! |---|---|
-//! | not JSON | 400, `-32700` |
-//! | a batch, or not an object | 400, `-32600` (no later layer could authorize a batch) |
-//! | over the limit while streaming | 413 |
-//! | `Mcp-Method`/`Mcp-Name`/`MCP-Protocol-Version` disagree with the body | 400, `-32020` |
-//!
-//! Mount it inside [`auth`](crate::auth), so an unauthenticated caller's body is
-//! never read.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};

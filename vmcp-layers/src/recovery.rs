@@ -1,9 +1,6 @@
-//! Recovery: a panic anywhere inside becomes HTTP 500 with a JSON-RPC error body, and
-//! the process keeps serving.
+#![doc = include_str!("../../docs/layers/recovery.md")]
 //!
-//! Built on tower-http's [`CatchPanic`](tower_http::catch_panic), which catches
-//! panics raised while calling the inner service and while polling its future. The
-//! panic message is logged, never sent to the client.
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;

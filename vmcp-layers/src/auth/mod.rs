@@ -1,17 +1,6 @@
-//! Authentication: who is calling.
+#![doc = include_str!("../../../docs/layers/auth.md")]
 //!
-//! The [`AuthLayer`] establishes the caller's [`Identity`] (`incomingAuth.type`) and
-//! nothing else:
-//!
-//! - `anonymous`: every caller is [`Identity::anonymous`].
-//! - `oidc`: a bearer JWT validated by a [`JwtValidator`]. A missing or refused token
-//!   is answered **401** with `WWW-Authenticate: Bearer …, resource_metadata="…"`
-//!   pointing at the RFC 9728 protected-resource metadata ([`metadata_router`]).
-//!
-//! The identity goes on as an `Arc<Identity>` request extension and comes back in the
-//! response extensions for the audit layer. The body is not touched: mount
-//! [`McpParseLayer`](crate::parse::McpParseLayer) inside this layer, so an
-//! unauthenticated caller's body is never read.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};

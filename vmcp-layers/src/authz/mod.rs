@@ -1,20 +1,6 @@
-//! Authorization: one admission decision per request, made with Cedar.
+#![doc = include_str!("../../../docs/layers/authz.md")]
 //!
-//! For `tools/call`, `prompts/get` and `resources/read`, the [`AuthorizationLayer`]
-//! decides once, with the call's arguments, the tool's annotations (from
-//! [`annotations`](crate::annotations)) and the serving backend (from the capability
-//! view of [`discovery`](crate::discovery)), and attaches the [`AdmissionDecision`]
-//! that the [`gate`](crate::gate) enforces. An authorizer error denies (fail closed).
-//!
-//! For every request it also attaches an [`AdmissionHandle`] bound to the caller:
-//! the server filters `tools/list`, `prompts/list`, `resources/list` and
-//! `resources/templates/list` with it. The handle runs the **same** decision function
-//! (the item's call action, no arguments), so a listed item is one the caller may
-//! use, and "list says yes, call says no" cannot happen for policies that do not look
-//! at arguments. A list is hidden entirely only by an explicit `forbid` on its list
-//! action (`list_tools`, `list_prompts`, `list_resources`).
-//!
-//! See [`cedar`] for the entities, actions and context policies see.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};

@@ -1,23 +1,6 @@
-//! Telemetry: an OpenTelemetry span per request and per backend call, request and
-//! backend metrics, W3C trace context for backends, and Prometheus text.
+#![doc = include_str!("../../../docs/layers/telemetry.md")]
 //!
-//! - The request span (kind server) is named `<mcp.method.name> <target>` and carries
-//!   `mcp.method.name`, the tool/prompt/resource (`gen_ai.tool.name`,
-//!   `gen_ai.prompt.name`, `mcp.resource.uri`), `mcp.protocol.version`, the serving
-//!   backend (`vmcp.backend`, from [`backend_enrichment`](crate::backend_enrichment))
-//!   and the HTTP status. Its parent is the caller's `traceparent` header, or the
-//!   `traceparent` key of the request's `_meta`. It ends when the response body ends.
-//! - The layer attaches [`BackendCalls`]: the server opens a child span (kind client)
-//!   per backend call through it, records per-backend metrics, and sends the child's
-//!   `traceparent` to the backend in `_meta`.
-//! - Metrics: request count, duration histogram and error count per method; the same
-//!   per backend and method. Exported over OTLP (`metricsEnabled`) and/or as
-//!   Prometheus text ([`Telemetry::prometheus_text`], served at `/metrics` by
-//!   [`stack`](crate::stack) with `enablePrometheusMetricsPath`).
-//!
-//! OTLP uses HTTP/protobuf with a blocking client on the SDK's own threads, so it
-//! works from inside any runtime. Nothing is installed globally: the [`Telemetry`]
-//! owns its providers.
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;
