@@ -62,6 +62,7 @@ use crate::context::{BackendTarget, ClientInfo, Identity, ParsedMcpRequest};
 
 /// `audit:` — the audit log.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuditConfig {
     /// Write audit lines (default true when the section is present).

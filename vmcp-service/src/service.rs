@@ -253,6 +253,15 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let inner = self.inner.clone();
-        Box::pin(async move { Ok(inner.handle(req).await) })
+        let delete = req.method() == http::Method::DELETE;
+        Box::pin(async move {
+            let mut response = inner.handle(req).await;
+            // rmcp answers a session DELETE with 202, which clients (the Python SDK
+            // among them) take as failure: they expect 200 or 204 (or 405).
+            if delete && response.status() == http::StatusCode::ACCEPTED {
+                *response.status_mut() = http::StatusCode::NO_CONTENT;
+            }
+            Ok(response)
+        })
     }
 }

@@ -57,7 +57,7 @@ use cedar::{CedarAuthorizer, Target};
 
 #[cfg(feature = "config")]
 /// `incomingAuth.authz:` — authorization policies.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthzConfig {
     /// `cedar` or `none`.

@@ -54,6 +54,7 @@ pub use metrics::Metrics;
 
 /// A sampling rate written as a number or a string (`"0.1"`, as the reference does).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum SamplingRate {
     /// `0.1`
@@ -75,6 +76,7 @@ impl SamplingRate {
 
 /// `telemetry:` — OpenTelemetry and Prometheus.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` and
@@ -108,6 +110,7 @@ pub struct TelemetryConfig {
     pub custom_attributes: BTreeMap<String, String>,
     /// How often metrics are pushed (default 60s).
     #[serde(default, with = "humantime_serde")]
+    #[cfg_attr(feature = "config", schemars(with = "Option<String>"))]
     pub metrics_interval: Option<Duration>,
 }
 
