@@ -320,14 +320,13 @@ async fn the_stack_as_a_tower_layer_in_front_of_a_plain_rmcp_server() {
             Default::default(),
             Default::default(),
         );
-    let policies =
-        vec![r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_owned()];
+    let policies = vec![
+        r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_owned(),
+    ];
     let cedar =
         CedarAuthorizer::from_sources(&sources("p", &policies, &[]), CedarSettings::default())
             .unwrap();
-    let stack = StackBuilder::new()
-        .authorizer(Arc::new(cedar))
-        .into_layer();
+    let stack = StackBuilder::new().authorizer(Arc::new(cedar)).into_layer();
     assert_eq!(
         stack.layers(),
         ["recovery", "headers", "auth", "parse", "authz", "gate"]

@@ -90,8 +90,9 @@ impl ServerHandler for Plain {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server: StreamableHttpService<Plain, LocalSessionManager> =
         StreamableHttpService::new(|| Ok(Plain), Default::default(), Default::default());
-    let policies =
-        vec![r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_owned()];
+    let policies = vec![
+        r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_owned(),
+    ];
     let cedar = CedarAuthorizer::from_sources(
         &sources("policies", &policies, &[]),
         CedarSettings::default(),

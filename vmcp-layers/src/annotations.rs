@@ -93,7 +93,8 @@ where
             return ResponseFuture::ready(missing.into_response());
         };
         if let Some(tool) = view.0.tool(name) {
-            req.extensions_mut().insert::<ToolAnnotations>(tool.annotations);
+            req.extensions_mut()
+                .insert::<ToolAnnotations>(tool.annotations);
         }
         ResponseFuture::inner(self.inner.call(req))
     }

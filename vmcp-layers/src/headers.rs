@@ -223,9 +223,7 @@ where
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = ResponseFuture<
-        <RequestBodyLimit<S> as Service<Request<ReqBody>>>::Future,
-    >;
+    type Future = ResponseFuture<<RequestBodyLimit<S> as Service<Request<ReqBody>>>::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)

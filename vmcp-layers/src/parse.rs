@@ -97,11 +97,12 @@ fn is_length_limit(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 /// Decode a POST body; `Err` is the refusal to answer with.
-fn parse(
-    headers: &HeaderMap,
-    bytes: &[u8],
-) -> Result<ParsedMcpRequest, Box<Response<Body>>> {
-    let header = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+fn parse(headers: &HeaderMap, bytes: &[u8]) -> Result<ParsedMcpRequest, Box<Response<Body>>> {
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
     match ParsedMcpRequest::parse(
         bytes,
         header("mcp-protocol-version"),
@@ -231,11 +232,16 @@ mod tests {
     async fn a_header_that_disagrees_with_the_body_is_refused() {
         let request = Request::post("/mcp")
             .header("mcp-method", "tools/list")
-            .body(Body::from(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#))
+            .body(Body::from(
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#,
+            ))
             .unwrap();
         let (status, body) = text(service().oneshot(request).await.unwrap()).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
-        assert!(body.contains("-32020") && body.contains(r#""id":3"#), "{body}");
+        assert!(
+            body.contains("-32020") && body.contains(r#""id":3"#),
+            "{body}"
+        );
     }
 
     #[tokio::test]

@@ -42,20 +42,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::response::IntoResponse;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
-use axum::response::IntoResponse;
 use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
 use tower_http::body::Limited;
 
 #[cfg(feature = "cedar")]
 use crate::annotations::AnnotationEnrichmentLayer;
-#[cfg(feature = "audit")]
-use crate::audit::AuditLayer;
 #[cfg(feature = "config")]
 use crate::audit::AuditConfig;
+#[cfg(feature = "audit")]
+use crate::audit::AuditLayer;
 use crate::auth::AuthLayer;
 #[cfg(feature = "config")]
 use crate::auth::{IncomingAuthConfig, JwtValidator};
@@ -497,12 +497,14 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future =
-        <BoxCloneSyncService<Request<Body>, Response<Body>, Infallible> as Service<
-            Request<Body>,
-        >>::Future;
+    type Future = <BoxCloneSyncService<Request<Body>, Response<Body>, Infallible> as Service<
+        Request<Body>,
+    >>::Future;
 
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Infallible>> {
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
         self.inner.poll_ready(cx)
     }
 

@@ -49,8 +49,8 @@ use crate::context::{
     Admission, AdmissionDecision, AdmissionHandle, CallKind, Discovered, Identity, ListKind,
     ParsedMcpRequest, ToolAnnotations,
 };
-use crate::prerequisite;
 pub use crate::future::ResponseFuture;
+use crate::prerequisite;
 #[cfg(feature = "config")]
 use cedar::CedarSettings;
 use cedar::{CedarAuthorizer, Target};
