@@ -1,3 +1,4 @@
+// Over 600 lines: the record schema, its writer and the layer are one idea; a fifth is tests.
 #![doc = include_str!("../../docs/layers/audit.md")]
 //!
 //! # Example

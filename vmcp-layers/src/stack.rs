@@ -1,3 +1,4 @@
+// Over 600 lines: the builder, the Layer and its service are one idea; a third is the order test.
 //! The one builder that assembles the pipeline in its documented order.
 //!
 //! Outermost first:
