@@ -26,6 +26,11 @@ else
   cargo test --workspace --no-fail-fast "$@" || failed+=("cargo test")
 fi
 
+# nextest does not run doctests: the module docs (docs/layers/*.md included as
+# rustdoc) and their examples are compiled and run here.
+say "cargo test --workspace --doc"
+cargo test --workspace --doc || failed+=("cargo test --doc")
+
 if [ -x scripts/conformance.sh ]; then
   say "scripts/conformance.sh"
   scripts/conformance.sh || failed+=("conformance")

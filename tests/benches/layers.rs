@@ -37,6 +37,7 @@ use vmcp_layers::context::{
 use vmcp_layers::discovery::DiscoveryLayer;
 use vmcp_layers::gate::GateLayer;
 use vmcp_layers::headers::HeaderValidationLayer;
+use vmcp_layers::parse::McpParseLayer;
 use vmcp_layers::recovery::RecoveryLayer;
 use vmcp_layers::stack::Stack;
 use vmcp_layers::telemetry::{Telemetry, TelemetryConfig};
@@ -244,14 +245,14 @@ mod layer {
 
     #[divan::bench]
     fn auth_anonymous_and_parse(b: Bencher) {
-        let s = AuthLayer::anonymous().layer(Ok200);
+        let s = AuthLayer::anonymous().layer(McpParseLayer::new().layer(Ok200));
         b.with_inputs(outer_request).bench_values(|r| run(&s, r));
     }
 
     #[divan::bench]
     fn auth_jwt_cached_and_parse(b: Bencher) {
         let (validator, token) = jwt();
-        let s = AuthLayer::jwt(validator, None).layer(Ok200);
+        let s = AuthLayer::jwt(validator, None).layer(McpParseLayer::new().layer(Ok200));
         b.with_inputs(|| {
             let mut r = outer_request();
             r.headers_mut()

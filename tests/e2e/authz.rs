@@ -177,6 +177,7 @@ async fn jwt_and_gate_alone_in_front_of_a_plain_rmcp_server() {
     use vmcp_layers::authz::AuthorizationLayer;
     use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
     use vmcp_layers::gate::GateLayer;
+    use vmcp_layers::parse::McpParseLayer;
 
     // Not the aggregator: an ordinary rmcp server, as in examples/src/bin/gate_jwt.rs.
     let key = SigningKey::generate("k");
@@ -207,6 +208,7 @@ async fn jwt_and_gate_alone_in_front_of_a_plain_rmcp_server() {
             .unwrap();
     let gated = ServiceBuilder::new()
         .layer(AuthLayer::jwt(validator, None))
+        .layer(McpParseLayer::new())
         .layer(AuthorizationLayer::new(Arc::new(cedar)))
         .layer(GateLayer::new())
         .service(server);

@@ -300,3 +300,67 @@ async fn spans_reach_an_otlp_receiver_with_trace_context_to_the_backend() {
     );
     stop_collector.cancel();
 }
+
+/// The whole stack as one tower `Layer`, in front of an ordinary rmcp server (not the
+/// aggregator): `ServiceBuilder::new().layer(stack).service(server)`, served over
+/// real HTTP to the Python SDK client, with the Cedar gate refusing a tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stack_as_a_tower_layer_in_front_of_a_plain_rmcp_server() {
+    use rmcp::transport::StreamableHttpService;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use tower::ServiceBuilder;
+    use vmcp_examples::demo::DemoBackend;
+    use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
+    use vmcp_tests::py_client;
+
+    let backend = DemoBackend::new(DemoSpec::new("plain", &["echo", "add"]));
+    let server: StreamableHttpService<DemoBackend, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(backend.clone()),
+            Default::default(),
+            Default::default(),
+        );
+    let policies = vec![
+        r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_owned(),
+    ];
+    let cedar =
+        CedarAuthorizer::from_sources(&sources("p", &policies, &[]), CedarSettings::default())
+            .unwrap();
+    let stack = StackBuilder::new().authorizer(Arc::new(cedar)).into_layer();
+    assert_eq!(
+        stack.layers(),
+        ["recovery", "headers", "auth", "parse", "authz", "gate"]
+    );
+    let service = ServiceBuilder::new().layer(stack.clone()).service(server);
+    let app = axum::Router::new()
+        .route_service("/mcp", service)
+        .merge(stack.routes());
+    let (addr, stop) = serve_on_loopback(app).await;
+    let url = format!("http://{addr}/mcp");
+
+    for mode in ["legacy", "2026-07-28"] {
+        let report = py_client(
+            &url,
+            mode,
+            json!([{"op": "call_tool", "name": "echo", "arguments": {"text": "hi"}}]),
+        )
+        .await;
+        assert_eq!(
+            report["results"][0]["text"], "plain: hi",
+            "{mode}: {report}"
+        );
+    }
+    let denied = modern_as(
+        &url,
+        None,
+        "tools/call",
+        json!({"name": "add", "arguments": {"a": 1, "b": 2}}),
+    )
+    .await;
+    assert_eq!(denied.status, 403, "{:?}", denied.body);
+    assert_eq!(
+        denied.body["error"]["message"],
+        "call denied by authorization policy"
+    );
+    stop.cancel();
+}

@@ -1,36 +1,41 @@
-//! Annotation enrichment: for `tools/call`, attaches the target tool's
-//! [`ToolAnnotations`] (`readOnlyHint`, `destructiveHint`, `idempotentHint`,
-//! `openWorldHint`) from the caller's capability view, so authorization policies can
-//! use them (`context.annotations.readOnlyHint`).
+#![doc = include_str!("../../docs/layers/annotations.md")]
 //!
-//! Needs [`Discovered`] (the [`discovery`](crate::discovery) layer) outside it. A tool
-//! the view does not know gets no annotations.
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;
-//! use http::{Request, Response};
+//! use axum::body::Body;
+//! use http::{Request, Response, StatusCode};
 //! use tower::{ServiceBuilder, ServiceExt};
 //! use vmcp_layers::annotations::AnnotationEnrichmentLayer;
 //! use vmcp_layers::context::ToolAnnotations;
+//! use vmcp_layers::prerequisite::McpParsed;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let service = ServiceBuilder::new()
 //!     .layer(AnnotationEnrichmentLayer::new())
 //!     .service_fn(|req: Request<()>| async move {
-//!         Ok::<_, Infallible>(Response::new(req.extensions().get::<ToolAnnotations>().is_some()))
+//!         let found = req.extensions().get::<ToolAnnotations>().is_some();
+//!         Ok::<_, Infallible>(Response::new(Body::from(found.to_string())))
 //!     });
-//! // Without a parsed tools/call and a view, nothing is attached.
-//! assert!(!*service.oneshot(Request::new(())).await.unwrap().body());
+//! // A request without a JSON-RPC body (a GET) after the parse layer: nothing to attach.
+//! let mut get = Request::new(());
+//! get.extensions_mut().insert(McpParsed);
+//! assert_eq!(service.clone().oneshot(get).await.unwrap().status(), StatusCode::OK);
+//! // Mounted without the parse layer in front: refused, naming it.
+//! assert_eq!(service.oneshot(Request::new(())).await.unwrap().status(), StatusCode::INTERNAL_SERVER_ERROR);
 //! # });
 //! ```
 
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::Request;
+use axum::body::Body;
+use http::{Request, Response};
 use tower::{Layer, Service};
 
-use crate::context::{Discovered, ParsedMcpRequest, ToolAnnotations};
+use crate::context::{CallKind, Discovered, ToolAnnotations};
+pub use crate::future::ResponseFuture;
+use crate::prerequisite::{self, MissingLayer};
 
 /// Produces [`AnnotationEnrichment`] services.
 #[derive(Debug, Clone, Copy, Default)]
@@ -57,33 +62,40 @@ pub struct AnnotationEnrichment<S> {
     inner: S,
 }
 
-impl<S, ReqBody> Service<Request<ReqBody>> for AnnotationEnrichment<S>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for AnnotationEnrichment<S>
 where
-    S: Service<Request<ReqBody>>,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
 {
-    type Response = S::Response;
+    type Response = Response<Body>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<ReqBody>) -> S::Future {
-        let annotations = match (
-            req.extensions().get::<Arc<ParsedMcpRequest>>(),
-            req.extensions().get::<Discovered>(),
-        ) {
-            (Some(parsed), Some(view)) if parsed.method == "tools/call" => parsed
-                .name
-                .as_deref()
-                .and_then(|name| view.0.tool(name))
-                .map(|tool| tool.annotations),
-            _ => None,
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        const LAYER: &str = "AnnotationEnrichmentLayer";
+        let parsed = match prerequisite::parsed(req.extensions(), LAYER) {
+            Ok(parsed) => parsed,
+            Err(missing) => return ResponseFuture::ready(missing.into_response()),
         };
-        if let Some(annotations) = annotations {
-            req.extensions_mut().insert::<ToolAnnotations>(annotations);
+        let Some(name) = parsed
+            .filter(|p| CallKind::of_method(&p.method) == Some(CallKind::Tool))
+            .and_then(|p| p.name.as_deref())
+        else {
+            return ResponseFuture::inner(self.inner.call(req));
+        };
+        let Some(view) = req.extensions().get::<Discovered>() else {
+            let missing = MissingLayer::Discovery { layer: LAYER };
+            return ResponseFuture::ready(missing.into_response());
+        };
+        if let Some(tool) = view.0.tool(name) {
+            req.extensions_mut()
+                .insert::<ToolAnnotations>(tool.annotations);
         }
-        self.inner.call(req)
+        ResponseFuture::inner(self.inner.call(req))
     }
 }

@@ -1,16 +1,6 @@
-//! Discovery: attaches the caller's aggregated capability view ([`Discovered`]) to
-//! every JSON-RPC request, from a [`CapabilityProvider`].
+#![doc = include_str!("../../docs/layers/discovery.md")]
 //!
-//! A provider that is expensive per call (one that fans out to backends) can be
-//! cached per identity for a short time with [`DiscoveryLayer::cache_ttl`]; within the
-//! TTL a Legacy session and a run of Modern requests from the same caller share one
-//! view. vmcp's own provider hands out the aggregator's current catalog, which the
-//! aggregator keeps current from backend notifications, so it needs no cache and no
-//! request ever waits on a backend fan-out.
-//!
-//! A provider that does not answer within the timeout (default 15 s) gives **504**; a
-//! provider error gives **503**. Requests without a parsed JSON-RPC request (a GET
-//! stream, a notification) pass without a view.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};
@@ -40,10 +30,12 @@
 //!         let found = req.extensions().get::<Discovered>().is_some();
 //!         Ok::<_, Infallible>(Response::new(axum::body::Body::from(found.to_string())))
 //!     });
+//! // What the auth and parse layers would have inserted:
 //! let mut request = Request::new(());
 //! request.extensions_mut().insert(Arc::new(ParsedMcpRequest {
 //!     id: Some(1.into()), method: "tools/call".into(), ..Default::default()
 //! }));
+//! request.extensions_mut().insert(Arc::new(Identity::anonymous()));
 //! let response = service.oneshot(request).await.unwrap();
 //! let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
 //! assert_eq!(&body[..], b"true");
@@ -62,8 +54,8 @@ use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use crate::context::{CapabilityProvider, CatalogView, Discovered, Identity, ParsedMcpRequest};
-use crate::jsonrpc;
+use crate::context::{CapabilityProvider, CatalogView, Discovered, Identity};
+use crate::{jsonrpc, prerequisite};
 
 /// The default bound on one discovery.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -212,17 +204,21 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let shared = self.shared.clone();
+        const LAYER: &str = "DiscoveryLayer";
+        let wants_view = match prerequisite::parsed(req.extensions(), LAYER) {
+            Ok(parsed) => parsed.is_some_and(|p| p.is_request()),
+            Err(missing) => return Box::pin(async move { Ok(missing.into_response()) }),
+        };
+        let identity = if wants_view {
+            match prerequisite::identity(req.extensions(), LAYER) {
+                Ok(identity) => Some(identity.clone()),
+                Err(missing) => return Box::pin(async move { Ok(missing.into_response()) }),
+            }
+        } else {
+            None
+        };
         Box::pin(async move {
-            let wants_view = req
-                .extensions()
-                .get::<Arc<ParsedMcpRequest>>()
-                .is_some_and(|p| p.is_request());
-            if wants_view {
-                let identity = req
-                    .extensions()
-                    .get::<Arc<Identity>>()
-                    .cloned()
-                    .unwrap_or_else(|| Arc::new(Identity::anonymous()));
+            if let Some(identity) = identity {
                 match shared.view(&identity).await {
                     Ok(view) => {
                         req.extensions_mut().insert(Discovered(view));
@@ -238,7 +234,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::ToolInfo;
+    use crate::context::{ParsedMcpRequest, ToolInfo};
     use std::convert::Infallible;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::ServiceExt;

@@ -1,17 +1,6 @@
-//! The pre-dispatch gate: the innermost layer, enforcing the authorization layer's
-//! [`AdmissionDecision`].
+#![doc = include_str!("../../docs/layers/gate.md")]
 //!
-//! A denied `tools/call`, `resources/read` or `prompts/get` is answered **HTTP 403**
-//! with JSON-RPC error code **403** and a kind-only message
-//! (`call denied by authorization policy`, `read denied by authorization policy`,
-//! `prompt denied by authorization policy`). The message never names the capability,
-//! so a filtered tool, an argument-based denial and a nonexistent tool under a
-//! default-deny policy all get the same answer: the gate is no oracle for what
-//! exists. It runs before the MCP server looks at the session, so a denial never
-//! becomes a `200` with `isError`, on either revision.
-//!
-//! Fail closed: an admission-checked request that reaches the gate without a decision
-//! (the authorization layer is missing or was skipped) is denied too.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};
@@ -35,16 +24,15 @@
 //! # });
 //! ```
 
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use crate::context::{AdmissionDecision, CallKind, ParsedMcpRequest};
-use crate::jsonrpc;
+use crate::context::{AdmissionDecision, CallKind};
+pub use crate::future::ResponseFuture;
+use crate::{jsonrpc, prerequisite};
 
 /// Produces [`Gate`] services.
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,20 +72,23 @@ pub fn denial(kind: CallKind, id: Option<&serde_json::Value>) -> Response<Body> 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Gate<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    S::Future: Send + 'static,
     ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     ResBody::Error: Into<axum::BoxError>,
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        if let Some(parsed) = req.extensions().get::<Arc<ParsedMcpRequest>>()
+        let parsed = match prerequisite::parsed(req.extensions(), "GateLayer") {
+            Ok(parsed) => parsed,
+            Err(missing) => return ResponseFuture::ready(missing.into_response()),
+        };
+        if let Some(parsed) = parsed
             && let Some(kind) = CallKind::of_method(&parsed.method)
         {
             let allowed = req
@@ -105,11 +96,9 @@ where
                 .get::<AdmissionDecision>()
                 .is_some_and(|d| d.kind == kind && d.allowed);
             if !allowed {
-                let response = denial(kind, parsed.id.as_ref());
-                return Box::pin(async move { Ok(response) });
+                return ResponseFuture::ready(denial(kind, parsed.id.as_ref()));
             }
         }
-        let future = self.inner.call(req);
-        Box::pin(async move { Ok(future.await?.map(Body::new)) })
+        ResponseFuture::inner(self.inner.call(req))
     }
 }

@@ -1,19 +1,6 @@
-//! Header validation: cheap checks on the request head, before anything reads the
-//! body or checks a token.
+#![doc = include_str!("../../docs/layers/headers.md")]
 //!
-//! - A `GET` (the SSE stream of a 2025-11-25 session) must accept
-//!   `text/event-stream`, else 406.
-//! - `Host` and `Origin` are checked against an allow-list (DNS-rebinding
-//!   protection). Loopback names and addresses are always allowed; a request without
-//!   `Origin` (any non-browser client) passes. A rejection is 403.
-//! - The request body is limited (default 8 MiB) with tower-http's
-//!   [`RequestBodyLimit`](tower_http::limit): a larger `Content-Length` is answered
-//!   413 at once; a chunked body that grows past the limit fails when the parsing step
-//!   of [`auth`](crate::auth) reads it, which also answers 413.
-//!
-//! The 2026-07-28 rules that compare headers with the body (`Mcp-Method`, `Mcp-Name`,
-//! `MCP-Protocol-Version` against `_meta`) are applied where the body is decoded, in
-//! the parsing step of [`auth`](crate::auth).
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -35,12 +22,14 @@
 //! # });
 //! ```
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 
 use axum::body::Body;
-use futures::future::BoxFuture;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use pin_project_lite::pin_project;
 use tower::{Layer, Service};
 use tower_http::body::Limited;
 use tower_http::limit::{RequestBodyLimit, RequestBodyLimitLayer};
@@ -194,26 +183,60 @@ fn accepts_event_stream(headers: &HeaderMap) -> bool {
         })
 }
 
+pin_project! {
+    /// The response future of [`HeaderValidation`]: a refusal, or the inner answer
+    /// with a bare 413 (from the body limit) given a JSON-RPC body.
+    #[derive(Debug)]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: crate::future::ResponseFuture<F>,
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Output = Result<Response<Body>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let response = ready!(self.project().inner.poll(cx))?;
+        if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            return Poll::Ready(Ok(jsonrpc::error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                "request body too large",
+            )));
+        }
+        Poll::Ready(Ok(response))
+    }
+}
+
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for HeaderValidation<S>
 where
     S: Service<Request<Limited<ReqBody>>, Response = Response<ResBody>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
     ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     ResBody::Error: Into<axum::BoxError>,
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+    type Future = ResponseFuture<<RequestBodyLimit<S> as Service<Request<ReqBody>>>::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let reject = |status, message: &str| {
-            let response = jsonrpc::error_response(status, None, jsonrpc::INVALID_REQUEST, message);
-            Box::pin(async move { Ok(response) }) as Self::Future
+        let reject = |status, message: &str| ResponseFuture {
+            inner: crate::future::ResponseFuture::ready(jsonrpc::error_response(
+                status,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                message,
+            )),
         };
         if !self.rules.host_allowed(req.headers(), req.uri().host()) {
             tracing::warn!(host = ?req.headers().get(header::HOST), "rejected: Host not allowed");
@@ -229,19 +252,9 @@ where
                 "GET must accept text/event-stream",
             );
         }
-        let future = self.inner.call(req);
-        Box::pin(async move {
-            let response = future.await?;
-            if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                return Ok(jsonrpc::error_response(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    None,
-                    jsonrpc::INVALID_REQUEST,
-                    "request body too large",
-                ));
-            }
-            Ok(response.map(Body::new))
-        })
+        ResponseFuture {
+            inner: crate::future::ResponseFuture::inner(self.inner.call(req)),
+        }
     }
 }
 

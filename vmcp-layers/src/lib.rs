@@ -10,27 +10,34 @@
 //! 1. [`recovery`]: a panic becomes HTTP 500 with a JSON-RPC error body.
 //! 2. [`headers`]: `Accept` on GET, `Host`/`Origin` allow-lists, body size limit.
 //! 3. [`audit`] (optional): one JSON line per request outcome.
-//! 4. [`auth`]: authentication (anonymous or OIDC/JWT) and MCP parsing.
-//! 5. [`discovery`]: the caller's capability view.
-//! 6. [`annotations`] (with authorization): the target tool's annotations.
-//! 7. [`authz`] (optional): the Cedar admission decision.
-//! 8. [`backend_enrichment`] (with audit or telemetry): the serving backend.
-//! 9. [`telemetry`] (optional): OpenTelemetry spans and metrics, Prometheus text.
-//! 10. [`gate`] (with authorization): denied calls answered 403.
+//! 4. [`auth`]: authentication (anonymous or OIDC/JWT): the caller's identity.
+//! 5. [`parse`]: the JSON-RPC body buffered and decoded once.
+//! 6. [`discovery`]: the caller's capability view.
+//! 7. [`annotations`] (with authorization): the target tool's annotations.
+//! 8. [`authz`] (optional): the Cedar admission decision.
+//! 9. [`backend_enrichment`] (with audit or telemetry): the serving backend.
+//! 10. [`telemetry`] (optional): OpenTelemetry spans and metrics, Prometheus text.
+//! 11. [`gate`] (with authorization): denied calls answered 403.
 
 pub mod annotations;
+#[cfg(feature = "audit")]
 pub mod audit;
 pub mod auth;
+#[cfg(feature = "cedar")]
 pub mod authz;
 pub mod backend_enrichment;
 pub mod body;
 pub mod context;
 pub mod discovery;
+pub mod future;
 pub mod gate;
 pub mod headers;
 pub mod jsonrpc;
+pub mod parse;
+pub mod prerequisite;
 pub mod recovery;
 pub mod stack;
+#[cfg(feature = "otel")]
 pub mod telemetry;
 
 pub use context::{BackendTarget, Identity, McpRevision, ParsedMcpRequest};

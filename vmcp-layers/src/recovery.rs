@@ -1,9 +1,6 @@
-//! Recovery: a panic anywhere inside becomes HTTP 500 with a JSON-RPC error body, and
-//! the process keeps serving.
+#![doc = include_str!("../../docs/layers/recovery.md")]
 //!
-//! Built on tower-http's [`CatchPanic`](tower_http::catch_panic), which catches
-//! panics raised while calling the inner service and while polling its future. The
-//! panic message is logged, never sent to the client.
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -31,11 +28,11 @@ use std::any::Any;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use futures::future::BoxFuture;
 use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 use tower_http::catch_panic::{CatchPanic, CatchPanicLayer, ResponseForPanic};
 
+pub use crate::future::ResponseFuture;
 use crate::jsonrpc;
 
 /// Answers a panic with 500 and a JSON-RPC internal error.
@@ -91,21 +88,19 @@ pub struct Recovery<S> {
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Recovery<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
     ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     ResBody::Error: Into<axum::BoxError>,
 {
     type Response = Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response<Body>, S::Error>>;
+    type Future =
+        ResponseFuture<<CatchPanic<S, PanicResponse> as Service<Request<ReqBody>>>::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let future = self.inner.call(req);
-        Box::pin(async move { future.await.map(|r| r.map(Body::new)) })
+        ResponseFuture::inner(self.inner.call(req))
     }
 }

@@ -1,3 +1,4 @@
+// Over 600 lines: the builder, the Layer and its service are one idea; a third is the order test.
 //! The one builder that assembles the pipeline in its documented order.
 //!
 //! Outermost first:
@@ -7,13 +8,14 @@
 //! | 1 | [`recovery`](crate::recovery) | always | catches a panic anywhere below |
 //! | 2 | [`headers`](crate::headers) | always | cheapest rejections first, before a token is checked or a body read |
 //! | 3 | [`audit`](crate::audit) | `audit` configured | outside auth and the gate, so their 401s and 403s are recorded |
-//! | 4 | [`auth`](crate::auth) | always (anonymous without `incomingAuth`) | identity and the one parse every later layer reads |
-//! | 5 | [`discovery`](crate::discovery) | a capability provider is given | needs the identity; everything after needs the view |
-//! | 6 | [`annotations`](crate::annotations) | authorization configured | policies read the tool's annotations |
-//! | 7 | [`authz`](crate::authz) | `incomingAuth.authz.type: cedar` | after the view and annotations it decides on |
-//! | 8 | [`backend_enrichment`](crate::backend_enrichment) | audit or telemetry configured | names the backend for the record and the span |
-//! | 9 | [`telemetry`](crate::telemetry) | `telemetry` configured | spans and metrics see the decided, enriched request |
-//! | 10 | [`gate`](crate::gate) | authorization configured | innermost: nothing runs for a denied call |
+//! | 4 | [`auth`](crate::auth) | always (anonymous without `incomingAuth`) | the identity every later layer reads; before the body is read |
+//! | 5 | [`parse`](crate::parse) | always | the one parse every later layer reads |
+//! | 6 | [`discovery`](crate::discovery) | a capability provider is given | needs the identity; everything after needs the view |
+//! | 7 | [`annotations`](crate::annotations) | authorization configured | policies read the tool's annotations |
+//! | 8 | [`authz`](crate::authz) | `incomingAuth.authz.type: cedar` | after the view and annotations it decides on |
+//! | 9 | [`backend_enrichment`](crate::backend_enrichment) | audit or telemetry configured | names the backend for the record and the span |
+//! | 10 | [`telemetry`](crate::telemetry) | `telemetry` configured | spans and metrics see the decided, enriched request |
+//! | 11 | [`gate`](crate::gate) | authorization configured | innermost: nothing runs for a denied call |
 //!
 //! [`Stack::layers`] reports the layers in this order; a test pins it.
 //!
@@ -41,6 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
+use axum::response::IntoResponse;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
@@ -48,18 +51,31 @@ use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
 use tower_http::body::Limited;
 
+#[cfg(feature = "cedar")]
 use crate::annotations::AnnotationEnrichmentLayer;
-use crate::audit::{AuditConfig, AuditLayer};
-use crate::auth::{AuthLayer, IncomingAuthConfig, JwtValidator};
+#[cfg(feature = "config")]
+use crate::audit::AuditConfig;
+#[cfg(feature = "audit")]
+use crate::audit::AuditLayer;
+use crate::auth::AuthLayer;
+#[cfg(feature = "config")]
+use crate::auth::{IncomingAuthConfig, JwtValidator};
+#[cfg(feature = "cedar")]
 use crate::authz::AuthorizationLayer;
+#[cfg(feature = "cedar")]
 use crate::authz::cedar::CedarAuthorizer;
 use crate::backend_enrichment::BackendEnrichmentLayer;
 use crate::context::CapabilityProvider;
 use crate::discovery::DiscoveryLayer;
+#[cfg(feature = "cedar")]
 use crate::gate::GateLayer;
 use crate::headers::HeaderValidationLayer;
+use crate::parse::McpParseLayer;
 use crate::recovery::RecoveryLayer;
-use crate::telemetry::{Telemetry, TelemetryConfig};
+#[cfg(feature = "otel")]
+use crate::telemetry::Telemetry;
+#[cfg(feature = "config")]
+use crate::telemetry::TelemetryConfig;
 
 /// The MCP service type inside the parsing step.
 pub type InnerService = BoxCloneSyncService<Request<Full<Bytes>>, Response<Body>, Infallible>;
@@ -73,13 +89,16 @@ pub struct StackError(pub Vec<String>);
 pub struct StackBuilder {
     path: String,
     headers: HeaderValidationLayer,
+    #[cfg(feature = "audit")]
     audit: Option<AuditLayer>,
     auth: AuthLayer,
     metadata: Option<axum::Router>,
     provider: Option<Arc<dyn CapabilityProvider>>,
     discovery_timeout: Option<Duration>,
     discovery_ttl: Option<Duration>,
+    #[cfg(feature = "cedar")]
     authorizer: Option<Arc<CedarAuthorizer>>,
+    #[cfg(feature = "otel")]
     telemetry: Option<Arc<Telemetry>>,
 }
 
@@ -103,17 +122,21 @@ impl StackBuilder {
         Self {
             path: "/mcp".to_owned(),
             headers: HeaderValidationLayer::new(),
+            #[cfg(feature = "audit")]
             audit: None,
             auth: AuthLayer::anonymous(),
             metadata: None,
             provider: None,
             discovery_timeout: None,
             discovery_ttl: None,
+            #[cfg(feature = "cedar")]
             authorizer: None,
+            #[cfg(feature = "otel")]
             telemetry: None,
         }
     }
 
+    #[cfg(feature = "config")]
     /// The layers the configuration sections ask for. `server_name` is the Cedar
     /// `MCP::"<name>"` parent.
     pub fn from_config(
@@ -179,6 +202,7 @@ impl StackBuilder {
         self
     }
 
+    #[cfg(feature = "audit")]
     /// Audit with `layer`.
     pub fn audit(mut self, layer: AuditLayer) -> Self {
         self.audit = Some(layer);
@@ -209,70 +233,36 @@ impl StackBuilder {
         self
     }
 
+    #[cfg(feature = "cedar")]
     /// Authorize with `authorizer` (adds annotation enrichment, authorization, gate).
     pub fn authorizer(mut self, authorizer: Arc<CedarAuthorizer>) -> Self {
         self.authorizer = Some(authorizer);
         self
     }
 
+    #[cfg(feature = "otel")]
     /// Record telemetry into `telemetry`.
     pub fn telemetry(mut self, telemetry: Arc<Telemetry>) -> Self {
         self.telemetry = Some(telemetry);
         self
     }
 
+    #[cfg(feature = "cedar")]
     /// The configured authorizer, if any.
     pub fn authorizer_ref(&self) -> Option<&Arc<CedarAuthorizer>> {
         self.authorizer.as_ref()
     }
 
-    /// Wrap the MCP service `inner` (it receives the buffered body).
-    pub fn build<S, B>(self, inner: S) -> Stack
-    where
-        S: Service<Request<Full<Bytes>>, Response = Response<B>, Error = Infallible>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static,
-        B: http_body::Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<axum::BoxError>,
-    {
-        fn boxed<T>(service: T) -> InnerService
-        where
-            T: Service<Request<Full<Bytes>>, Response = Response<Body>, Error = Infallible>
-                + Clone
-                + Send
-                + Sync
-                + 'static,
-            T::Future: Send + 'static,
-        {
-            BoxCloneSyncService::new(service)
+    /// The pipeline as a tower [`Layer`] ([`VmcpStackLayer`]), with the extra routes
+    /// (protected-resource metadata, `/metrics`) in [`VmcpStackLayer::routes`].
+    pub fn into_layer(self) -> VmcpStackLayer {
+        let mut names: Vec<&'static str> = vec!["recovery", "headers"];
+        #[cfg(feature = "audit")]
+        if self.audit.is_some() {
+            names.push("audit");
         }
-        let mut inner_names: Vec<&'static str> = Vec::new();
-        let mut svc: InnerService =
-            BoxCloneSyncService::new(inner.map_response(|r| r.map(Body::new)));
-        if self.authorizer.is_some() {
-            svc = boxed(GateLayer::new().layer(svc));
-            inner_names.push("gate");
-        }
-        if let Some(telemetry) = &self.telemetry {
-            svc = boxed(telemetry.layer().layer(svc));
-            inner_names.push("telemetry");
-        }
-        if self.provider.is_some() && (self.audit.is_some() || self.telemetry.is_some()) {
-            svc = boxed(BackendEnrichmentLayer::new().layer(svc));
-            inner_names.push("backend_enrichment");
-        }
-        if let Some(authorizer) = &self.authorizer {
-            svc = boxed(AuthorizationLayer::new(authorizer.clone()).layer(svc));
-            inner_names.push("authz");
-            if self.provider.is_some() {
-                svc = boxed(AnnotationEnrichmentLayer::new().layer(svc));
-                inner_names.push("annotations");
-            }
-        }
-        if let Some(provider) = &self.provider {
+        names.extend(["auth", "parse"]);
+        let discovery = self.provider.as_ref().map(|provider| {
             let mut layer = DiscoveryLayer::new(provider.clone());
             if let Some(timeout) = self.discovery_timeout {
                 layer = layer.timeout(timeout);
@@ -280,64 +270,260 @@ impl StackBuilder {
             if let Some(ttl) = self.discovery_ttl {
                 layer = layer.cache_ttl(ttl);
             }
-            svc = boxed(layer.layer(svc));
-            inner_names.push("discovery");
+            names.push("discovery");
+            layer
+        });
+        #[cfg(feature = "cedar")]
+        if self.authorizer.is_some() {
+            if discovery.is_some() {
+                names.push("annotations");
+            }
+            names.push("authz");
         }
-        type Outer = BoxCloneSyncService<Request<Limited<Body>>, Response<Body>, Infallible>;
-        let mut outer: Outer = BoxCloneSyncService::new(self.auth.layer(svc));
-        inner_names.push("auth");
-        if let Some(audit) = &self.audit {
-            outer = BoxCloneSyncService::new(audit.layer(outer));
-            inner_names.push("audit");
+        #[allow(unused_mut)]
+        let mut observed = false;
+        #[cfg(feature = "audit")]
+        {
+            observed |= self.audit.is_some();
         }
-        let top = RecoveryLayer::new().layer(self.headers.layer(outer));
-        inner_names.push("headers");
-        inner_names.push("recovery");
-        inner_names.reverse();
+        #[cfg(feature = "otel")]
+        {
+            observed |= self.telemetry.is_some();
+        }
+        let enrich = discovery.is_some() && observed;
+        if enrich {
+            names.push("backend_enrichment");
+        }
+        #[cfg(feature = "otel")]
+        if self.telemetry.is_some() {
+            names.push("telemetry");
+        }
+        #[cfg(feature = "cedar")]
+        if self.authorizer.is_some() {
+            names.push("gate");
+        }
 
-        let mut router = axum::Router::new().route_service(&self.path, top);
-        if let Some(metadata) = self.metadata {
-            router = router.merge(metadata);
-        }
+        #[allow(unused_mut)]
+        let mut routes = self.metadata.unwrap_or_default();
+        #[cfg(feature = "otel")]
         if let Some(telemetry) = &self.telemetry
             && telemetry.prometheus_text().is_some()
         {
-            let telemetry = telemetry.clone();
-            router = router.route(
-                "/metrics",
-                axum::routing::get(move || {
-                    let text = telemetry.prometheus_text().unwrap_or_default();
-                    async move {
-                        (
-                            [(
-                                http::header::CONTENT_TYPE,
-                                "text/plain; version=0.0.4; charset=utf-8",
-                            )],
-                            text,
-                        )
-                    }
-                }),
-            );
+            routes = routes.route("/metrics", metrics_route(telemetry.clone()));
         }
-        Stack {
-            router,
-            layers: inner_names,
-            telemetry: self.telemetry,
+        VmcpStackLayer {
+            inner: Arc::new(Layers {
+                path: self.path,
+                headers: self.headers,
+                #[cfg(feature = "audit")]
+                audit: self.audit,
+                auth: self.auth,
+                discovery,
+                #[cfg(feature = "cedar")]
+                authorizer: self.authorizer,
+                enrich,
+                #[cfg(feature = "otel")]
+                telemetry: self.telemetry,
+                names,
+                routes,
+            }),
         }
+    }
+
+    /// Wrap the MCP service `inner` (it receives the buffered body) and route it at
+    /// the configured path, next to the extra routes.
+    pub fn build<S>(self, inner: S) -> Stack
+    where
+        S: Service<Request<Full<Bytes>>, Error = Infallible> + Clone + Send + Sync + 'static,
+        S::Response: IntoResponse,
+        S::Future: Send + 'static,
+    {
+        let layer = self.into_layer();
+        let router = axum::Router::new()
+            .route_service(&layer.inner.path, layer.layer(inner))
+            .merge(layer.routes());
+        Stack { router, layer }
+    }
+}
+
+#[cfg(feature = "otel")]
+fn metrics_route(telemetry: Arc<Telemetry>) -> axum::routing::MethodRouter {
+    axum::routing::get(move || {
+        let text = telemetry.prometheus_text().unwrap_or_default();
+        async move {
+            (
+                [(
+                    http::header::CONTENT_TYPE,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                )],
+                text,
+            )
+        }
+    })
+}
+
+struct Layers {
+    path: String,
+    headers: HeaderValidationLayer,
+    #[cfg(feature = "audit")]
+    audit: Option<AuditLayer>,
+    auth: AuthLayer,
+    discovery: Option<DiscoveryLayer>,
+    #[cfg(feature = "cedar")]
+    authorizer: Option<Arc<CedarAuthorizer>>,
+    enrich: bool,
+    #[cfg(feature = "otel")]
+    telemetry: Option<Arc<Telemetry>>,
+    names: Vec<&'static str>,
+    routes: axum::Router,
+}
+
+/// The whole pipeline as one tower [`Layer`], from [`StackBuilder::into_layer`]:
+///
+/// ```
+/// # use std::convert::Infallible;
+/// # use http::{Request, Response};
+/// # use http_body_util::Full;
+/// use tower::ServiceBuilder;
+/// use vmcp_layers::stack::StackBuilder;
+///
+/// let stack = StackBuilder::new().into_layer();
+/// let mcp = tower::service_fn(|_req: Request<Full<bytes::Bytes>>| async {
+///     Ok::<_, Infallible>(Response::new(axum::body::Body::from("{}")))
+/// });
+/// let service = ServiceBuilder::new().layer(stack.clone()).service(mcp);
+/// let app: axum::Router = axum::Router::new()
+///     .route_service("/mcp", service)
+///     .merge(stack.routes());
+/// ```
+///
+/// The wrapped service takes any request body and answers with
+/// [`axum::body::Body`]. The stages inside are boxed once each, because which ones
+/// are present is decided at run time.
+#[derive(Clone)]
+pub struct VmcpStackLayer {
+    inner: Arc<Layers>,
+}
+
+impl std::fmt::Debug for VmcpStackLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmcpStackLayer")
+            .field("layers", &self.inner.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl VmcpStackLayer {
+    /// The routes that go next to the MCP endpoint: the protected-resource metadata
+    /// (with OIDC) and `/metrics` (with Prometheus). Empty otherwise.
+    pub fn routes(&self) -> axum::Router {
+        self.inner.routes.clone()
+    }
+
+    /// The layers, outermost first.
+    pub fn layers(&self) -> &[&'static str] {
+        &self.inner.names
+    }
+
+    /// The telemetry pipeline, to flush or shut down.
+    #[cfg(feature = "otel")]
+    pub fn telemetry(&self) -> Option<&Arc<Telemetry>> {
+        self.inner.telemetry.as_ref()
+    }
+}
+
+impl<S> Layer<S> for VmcpStackLayer
+where
+    S: Service<Request<Full<Bytes>>, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Response: IntoResponse,
+    S::Future: Send + 'static,
+{
+    type Service = VmcpStack;
+
+    fn layer(&self, inner: S) -> VmcpStack {
+        let l = &*self.inner;
+        let mut svc: InnerService =
+            BoxCloneSyncService::new(inner.map_response(IntoResponse::into_response));
+        #[cfg(feature = "cedar")]
+        if l.authorizer.is_some() {
+            svc = BoxCloneSyncService::new(GateLayer::new().layer(svc));
+        }
+        #[cfg(feature = "otel")]
+        if let Some(telemetry) = &l.telemetry {
+            svc = BoxCloneSyncService::new(telemetry.layer().layer(svc));
+        }
+        if l.enrich {
+            svc = BoxCloneSyncService::new(BackendEnrichmentLayer::new().layer(svc));
+        }
+        #[cfg(feature = "cedar")]
+        if let Some(authorizer) = &l.authorizer {
+            svc = BoxCloneSyncService::new(AuthorizationLayer::new(authorizer.clone()).layer(svc));
+            if l.discovery.is_some() {
+                svc = BoxCloneSyncService::new(AnnotationEnrichmentLayer::new().layer(svc));
+            }
+        }
+        if let Some(discovery) = &l.discovery {
+            svc = BoxCloneSyncService::new(discovery.layer(svc));
+        }
+        type Outer = BoxCloneSyncService<Request<Limited<Body>>, Response<Body>, Infallible>;
+        #[allow(unused_mut)]
+        let mut outer: Outer =
+            BoxCloneSyncService::new(l.auth.layer(McpParseLayer::new().layer(svc)));
+        #[cfg(feature = "audit")]
+        if let Some(audit) = &l.audit {
+            outer = BoxCloneSyncService::new(audit.layer(outer));
+        }
+        VmcpStack {
+            inner: BoxCloneSyncService::new(RecoveryLayer::new().layer(l.headers.layer(outer))),
+        }
+    }
+}
+
+/// The service [`VmcpStackLayer`] produces.
+#[derive(Clone)]
+pub struct VmcpStack {
+    inner: BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>,
+}
+
+impl std::fmt::Debug for VmcpStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmcpStack").finish_non_exhaustive()
+    }
+}
+
+impl<B> Service<Request<B>> for VmcpStack
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = <BoxCloneSyncService<Request<Body>, Response<Body>, Infallible> as Service<
+        Request<Body>,
+    >>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        self.inner.call(req.map(Body::new))
     }
 }
 
 /// An assembled pipeline: the routes to mount and what is in it.
 pub struct Stack {
     router: axum::Router,
-    layers: Vec<&'static str>,
-    telemetry: Option<Arc<Telemetry>>,
+    layer: VmcpStackLayer,
 }
 
 impl std::fmt::Debug for Stack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stack")
-            .field("layers", &self.layers)
+            .field("layers", &self.layer.layers())
             .finish_non_exhaustive()
     }
 }
@@ -351,16 +537,17 @@ impl Stack {
 
     /// The layers, outermost first.
     pub fn layers(&self) -> &[&'static str] {
-        &self.layers
+        self.layer.layers()
     }
 
     /// The telemetry pipeline, to flush or shut down.
+    #[cfg(feature = "otel")]
     pub fn telemetry(&self) -> Option<&Arc<Telemetry>> {
-        self.telemetry.as_ref()
+        self.layer.telemetry()
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "config"))]
 mod tests {
     use super::*;
     use crate::context::{CatalogView, DiscoveryError, Identity, ToolInfo};
@@ -417,6 +604,7 @@ mod tests {
                 "headers",
                 "audit",
                 "auth",
+                "parse",
                 "discovery",
                 "annotations",
                 "authz",
@@ -426,6 +614,6 @@ mod tests {
             ]
         );
         let bare = StackBuilder::new().build(echo());
-        assert_eq!(bare.layers(), ["recovery", "headers", "auth"]);
+        assert_eq!(bare.layers(), ["recovery", "headers", "auth", "parse"]);
     }
 }

@@ -29,5 +29,10 @@ pub mod status;
 pub mod ui;
 pub mod view;
 
+// README's Rust snippets compile as doctests (`cargo test --doc`), so they stay true.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use config::VmcpConfig;
 pub use service::{StartError, Vmcp, VmcpService};

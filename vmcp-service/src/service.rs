@@ -10,6 +10,8 @@ use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
+use vmcp_layers::headers::HeaderValidationLayer;
+use vmcp_layers::stack::{Stack, StackBuilder, StackError};
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendRegistry;
@@ -18,6 +20,7 @@ use crate::handler::VmcpHandler;
 use crate::health::HealthSettings;
 use crate::sessions::Sessions;
 use crate::status::{LoggingReporter, StatusReporter};
+use crate::view::CatalogProvider;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +197,29 @@ impl Vmcp {
     pub async fn shutdown(&self) {
         self.shutdown.cancel();
         self.registry().close_all().await;
+    }
+}
+
+impl Vmcp {
+    /// The full pipeline from the configuration (`incomingAuth`, `audit`,
+    /// `telemetry`) around [`Vmcp::service_with`]`(http)`, at `/mcp`, with the
+    /// catalog as every caller's capability view. `headers` sets the Host/Origin
+    /// allow-lists and body limit.
+    pub fn stack(
+        &self,
+        http: StreamableHttpServerConfig,
+        headers: HeaderValidationLayer,
+    ) -> Result<Stack, StackError> {
+        let config = self.aggregator().config();
+        let builder = StackBuilder::from_config(
+            config.incoming_auth.as_ref(),
+            config.audit.as_ref(),
+            config.telemetry.as_ref(),
+            config.name.as_deref(),
+        )?
+        .headers(headers)
+        .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
+        Ok(builder.build(self.service_with(http)))
     }
 }
 

@@ -8,7 +8,6 @@
 //!   decision the gate enforces on calls ([`admitted_tools`] and its siblings).
 //! - Each backend call is observed through [`BackendCalls`] (a telemetry span, metrics,
 //!   and the span's `traceparent` in the backend request's `_meta`).
-//! - [`Vmcp::stack`] assembles the layers from the configuration around the service.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -17,18 +16,14 @@ use futures::future::BoxFuture;
 use rmcp::RoleServer;
 use rmcp::model::{Prompt, RequestMetaObject, Resource, ResourceTemplate, Tool};
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use vmcp_layers::context::{
     AdmissionHandle, BackendCallScope, BackendCalls, CapabilityProvider, CatalogView,
     DiscoveryError, Identity, ListKind, ToolAnnotations, ToolInfo,
 };
-use vmcp_layers::headers::HeaderValidationLayer;
-use vmcp_layers::stack::{Stack, StackBuilder, StackError};
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendError;
 use crate::catalog::Catalog;
-use crate::service::Vmcp;
 
 fn annotations(tool: &Tool) -> ToolAnnotations {
     tool.annotations
@@ -188,28 +183,5 @@ impl ObservedCall {
             let error = result.as_ref().err().map(ToString::to_string);
             scope.end(error.as_deref());
         }
-    }
-}
-
-impl Vmcp {
-    /// The full pipeline from the configuration (`incomingAuth`, `audit`,
-    /// `telemetry`) around [`Vmcp::service_with`]`(http)`, at `/mcp`, with the
-    /// catalog as every caller's capability view. `headers` sets the Host/Origin
-    /// allow-lists and body limit.
-    pub fn stack(
-        &self,
-        http: StreamableHttpServerConfig,
-        headers: HeaderValidationLayer,
-    ) -> Result<Stack, StackError> {
-        let config = self.aggregator().config();
-        let builder = StackBuilder::from_config(
-            config.incoming_auth.as_ref(),
-            config.audit.as_ref(),
-            config.telemetry.as_ref(),
-            config.name.as_deref(),
-        )?
-        .headers(headers)
-        .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
-        Ok(builder.build(self.service_with(http)))
     }
 }

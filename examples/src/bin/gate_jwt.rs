@@ -1,13 +1,14 @@
 //! Only the JWT layer and the Cedar gate, in front of a plain rmcp server.
 //!
 //! The server here is an ordinary rmcp `StreamableHttpService` (the demo backend:
-//! tools `echo`, `add`, `whoami`), not the aggregator. Three layers go in front of
+//! tools `echo`, `add`, `whoami`), not the aggregator. Four layers go in front of
 //! it, composed by hand with `ServiceBuilder`:
 //!
 //! 1. [`AuthLayer::jwt`]: bearer JWTs from an OIDC issuer (401 with a
-//!    `WWW-Authenticate` challenge otherwise), and the one parse of the body;
-//! 2. [`AuthorizationLayer`]: the Cedar decision for `tools/call`;
-//! 3. [`GateLayer`]: a denied call is answered 403 before the server sees it.
+//!    `WWW-Authenticate` challenge otherwise);
+//! 2. [`McpParseLayer`]: the one parse of the body;
+//! 3. [`AuthorizationLayer`]: the Cedar decision for `tools/call`;
+//! 4. [`GateLayer`]: a denied call is answered 403 before the server sees it.
 //!
 //! ```text
 //! cargo run -p vmcp-examples --bin gate-jwt -- ISSUER AUDIENCE
@@ -29,6 +30,7 @@ use vmcp_layers::auth::{AuthLayer, JwtValidator, OidcConfig, metadata_router};
 use vmcp_layers::authz::AuthorizationLayer;
 use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
 use vmcp_layers::gate::GateLayer;
+use vmcp_layers::parse::McpParseLayer;
 use vmcp_layers::recovery::RecoveryLayer;
 
 #[tokio::main]
@@ -76,6 +78,7 @@ async fn main() -> anyhow::Result<()> {
     let gated = ServiceBuilder::new()
         .layer(RecoveryLayer::new())
         .layer(AuthLayer::jwt(validator, None))
+        .layer(McpParseLayer::new())
         .layer(AuthorizationLayer::new(Arc::new(cedar)))
         .layer(GateLayer::new())
         .service(server);

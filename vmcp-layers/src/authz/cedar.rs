@@ -1,3 +1,4 @@
+// Over 600 lines: the entities, the decision and its caches are one idea; a third is tests.
 //! The Cedar authorizer: entities, requests and one decision function
 //! shared by the call side and list filtering.
 //!

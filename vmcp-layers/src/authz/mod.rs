@@ -1,27 +1,14 @@
-//! Authorization: one admission decision per request, made with Cedar.
+#![doc = include_str!("../../../docs/layers/authz.md")]
 //!
-//! For `tools/call`, `prompts/get` and `resources/read`, the [`AuthorizationLayer`]
-//! decides once, with the call's arguments, the tool's annotations (from
-//! [`annotations`](crate::annotations)) and the serving backend (from the capability
-//! view of [`discovery`](crate::discovery)), and attaches the [`AdmissionDecision`]
-//! that the [`gate`](crate::gate) enforces. An authorizer error denies (fail closed).
-//!
-//! For every request it also attaches an [`AdmissionHandle`] bound to the caller:
-//! the server filters `tools/list`, `prompts/list`, `resources/list` and
-//! `resources/templates/list` with it. The handle runs the **same** decision function
-//! (the item's call action, no arguments), so a listed item is one the caller may
-//! use, and "list says yes, call says no" cannot happen for policies that do not look
-//! at arguments. A list is hidden entirely only by an explicit `forbid` on its list
-//! action (`list_tools`, `list_prompts`, `list_resources`).
-//!
-//! See [`cedar`] for the entities, actions and context policies see.
+//! # Example
 //!
 //! ```
 //! use std::{convert::Infallible, sync::Arc};
+//! use axum::body::Body;
 //! use http::{Request, Response};
 //! use tower::{ServiceBuilder, ServiceExt};
 //! use vmcp_layers::authz::{AuthorizationLayer, cedar::{CedarAuthorizer, CedarSettings, sources}};
-//! use vmcp_layers::context::{AdmissionDecision, ParsedMcpRequest};
+//! use vmcp_layers::context::{AdmissionDecision, Identity, ParsedMcpRequest};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let policies = vec![r#"permit(principal, action == Action::"call_tool", resource == Tool::"echo");"#.to_string()];
@@ -29,25 +16,32 @@
 //! let service = ServiceBuilder::new()
 //!     .layer(AuthorizationLayer::new(Arc::new(cedar)))
 //!     .service_fn(|req: Request<()>| async move {
-//!         Ok::<_, Infallible>(Response::new(req.extensions().get::<AdmissionDecision>().copied()))
+//!         let allowed = req.extensions().get::<AdmissionDecision>().is_some_and(|d| d.allowed);
+//!         Ok::<_, Infallible>(Response::new(Body::from(allowed.to_string())))
 //!     });
+//! // What the parse and auth layers would have inserted:
 //! let mut request = Request::new(());
 //! request.extensions_mut().insert(Arc::new(ParsedMcpRequest {
 //!     id: Some(1.into()), method: "tools/call".into(), name: Some("echo".into()), ..Default::default()
 //! }));
-//! let decision = service.oneshot(request).await.unwrap().into_body().unwrap();
-//! assert!(decision.allowed);
+//! request.extensions_mut().insert(Arc::new(Identity::anonymous()));
+//! let response = service.oneshot(request).await.unwrap();
+//! # let bytes = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+//! assert_eq!(&bytes[..], b"true");
 //! # });
 //! ```
 
 pub mod cedar;
 mod policies;
 
+#[cfg(feature = "config")]
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::Request;
+use axum::body::Body;
+use http::{Request, Response};
+#[cfg(feature = "config")]
 use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
@@ -55,8 +49,13 @@ use crate::context::{
     Admission, AdmissionDecision, AdmissionHandle, CallKind, Discovered, Identity, ListKind,
     ParsedMcpRequest, ToolAnnotations,
 };
-use cedar::{CedarAuthorizer, CedarSettings, Target};
+pub use crate::future::ResponseFuture;
+use crate::prerequisite;
+#[cfg(feature = "config")]
+use cedar::CedarSettings;
+use cedar::{CedarAuthorizer, Target};
 
+#[cfg(feature = "config")]
 /// `incomingAuth.authz:` — authorization policies.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -81,6 +80,7 @@ pub struct AuthzConfig {
     pub group_entity_type: Option<String>,
 }
 
+#[cfg(feature = "config")]
 impl AuthzConfig {
     /// Whether Cedar authorization is configured.
     pub fn is_cedar(&self) -> bool {
@@ -266,25 +266,31 @@ pub fn decide(
     Some(AdmissionDecision { kind, allowed })
 }
 
-impl<S, ReqBody> Service<Request<ReqBody>> for Authorization<S>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for Authorization<S>
 where
-    S: Service<Request<ReqBody>>,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    ResBody::Error: Into<axum::BoxError>,
 {
-    type Response = S::Response;
+    type Response = Response<Body>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<ReqBody>) -> S::Future {
-        if let Some(parsed) = req.extensions().get::<Arc<ParsedMcpRequest>>().cloned() {
-            let identity = req
-                .extensions()
-                .get::<Arc<Identity>>()
-                .cloned()
-                .unwrap_or_else(|| Arc::new(Identity::anonymous()));
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        const LAYER: &str = "AuthorizationLayer";
+        let parsed = match prerequisite::parsed(req.extensions(), LAYER) {
+            Ok(parsed) => parsed.cloned(),
+            Err(missing) => return ResponseFuture::ready(missing.into_response()),
+        };
+        if let Some(parsed) = parsed {
+            let identity = match prerequisite::identity(req.extensions(), LAYER) {
+                Ok(identity) => identity.clone(),
+                Err(missing) => return ResponseFuture::ready(missing.into_response()),
+            };
             let decision = decide(
                 &self.authorizer,
                 &identity,
@@ -301,6 +307,6 @@ where
                     identity,
                 })));
         }
-        self.inner.call(req)
+        ResponseFuture::inner(self.inner.call(req))
     }
 }

@@ -1,23 +1,6 @@
-//! Telemetry: an OpenTelemetry span per request and per backend call, request and
-//! backend metrics, W3C trace context for backends, and Prometheus text.
+#![doc = include_str!("../../../docs/layers/telemetry.md")]
 //!
-//! - The request span (kind server) is named `<mcp.method.name> <target>` and carries
-//!   `mcp.method.name`, the tool/prompt/resource (`gen_ai.tool.name`,
-//!   `gen_ai.prompt.name`, `mcp.resource.uri`), `mcp.protocol.version`, the serving
-//!   backend (`vmcp.backend`, from [`backend_enrichment`](crate::backend_enrichment))
-//!   and the HTTP status. Its parent is the caller's `traceparent` header, or the
-//!   `traceparent` key of the request's `_meta`. It ends when the response body ends.
-//! - The layer attaches [`BackendCalls`]: the server opens a child span (kind client)
-//!   per backend call through it, records per-backend metrics, and sends the child's
-//!   `traceparent` to the backend in `_meta`.
-//! - Metrics: request count, duration histogram and error count per method; the same
-//!   per backend and method. Exported over OTLP (`metricsEnabled`) and/or as
-//!   Prometheus text ([`Telemetry::prometheus_text`], served at `/metrics` by
-//!   [`stack`](crate::stack) with `enablePrometheusMetricsPath`).
-//!
-//! OTLP uses HTTP/protobuf with a blocking client on the SDK's own threads, so it
-//! works from inside any runtime. Nothing is installed globally: the [`Telemetry`]
-//! owns its providers.
+//! # Example
 //!
 //! ```
 //! use std::convert::Infallible;
@@ -70,7 +53,8 @@ use crate::context::{
 pub use metrics::Metrics;
 
 /// A sampling rate written as a number or a string (`"0.1"`, as the reference does).
-#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
 #[serde(untagged)]
 pub enum SamplingRate {
     /// `0.1`
@@ -91,7 +75,8 @@ impl SamplingRate {
 }
 
 /// `telemetry:` — OpenTelemetry and Prometheus.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` and
@@ -125,7 +110,7 @@ pub struct TelemetryConfig {
     pub custom_attributes: BTreeMap<String, String>,
     /// How often metrics are pushed (default 60s).
     #[serde(default, with = "humantime_serde")]
-    #[schemars(with = "Option<String>")]
+    #[cfg_attr(feature = "config", schemars(with = "Option<String>"))]
     pub metrics_interval: Option<Duration>,
 }
 
