@@ -13,20 +13,21 @@
 //! templates), [`pagination`] (gateway cursors), [`handler`] (the MCP edge) and
 //! [`service`] (the tower service and the running gateway).
 
-pub mod aggregator;
+mod aggregator;
 pub mod backend;
 pub mod catalog;
 pub mod config;
-pub mod handler;
-pub mod health;
-pub mod names;
-pub mod pagination;
-pub mod propagation;
-pub mod router;
-pub mod service;
-pub mod sessions;
+mod handler;
+mod names;
+mod pagination;
+mod propagation;
+mod router;
+mod service;
+mod sessions;
 pub mod status;
-pub mod view;
+mod view;
 
-pub use config::VmcpConfig;
-pub use service::{StartError, Vmcp, VmcpService};
+pub use aggregator::{Aggregator, CatalogChange, CatalogProvider};
+pub use config::{ConfigError, VmcpConfig};
+pub use service::{StartError, Vmcp, VmcpBody, VmcpService};
+pub use sessions::Sessions;

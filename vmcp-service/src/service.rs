@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendRegistry;
+use crate::backend::HealthSettings;
 use crate::config::{Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
-use crate::health::HealthSettings;
 use crate::sessions::Sessions;
 use crate::status::{LoggingReporter, StatusReporter};
 
@@ -78,7 +78,7 @@ impl Vmcp {
         tokio::spawn(aggregator.clone().run(shutdown.clone()));
         let registry = aggregator.registry().clone();
         let settings = registry.clone();
-        tokio::spawn(crate::health::monitor(
+        tokio::spawn(crate::aggregator::monitor::monitor(
             registry,
             move || settings.health_settings(),
             shutdown.clone(),

@@ -1,12 +1,15 @@
-//! Backends: their clients (streamable HTTP and legacy SSE), the registry of them,
-//! and ownership of the reserved `_meta` namespace at the backend edge.
+//! Backends: their clients (streamable HTTP and legacy SSE), their health, the
+//! registry of them, and ownership of the reserved `_meta` namespace at the backend
+//! edge.
 
-pub mod client;
-pub mod meta;
-pub mod registry;
+mod client;
+mod health;
+pub(crate) mod meta;
+mod registry;
 pub mod sse;
 
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind,
 };
+pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
 pub use registry::BackendRegistry;

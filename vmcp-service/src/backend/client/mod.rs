@@ -23,9 +23,9 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::health::{BackendHealth, HealthSettings, Source};
 use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
-use crate::health::{BackendHealth, HealthSettings, Source};
 
 mod direct;
 mod error;
@@ -185,7 +185,7 @@ impl std::fmt::Debug for BackendClient {
 
 impl BackendClient {
     /// A client for `config`; nothing is opened until first use.
-    pub fn new(
+    pub(crate) fn new(
         config: BackendConfig,
         http: reqwest::Client,
         events: broadcast::Sender<BackendEvent>,
@@ -213,7 +213,7 @@ impl BackendClient {
 
     /// Check the backend now: connect if needed (which probes its revision), else a
     /// cheap request on the open connection. The outcome feeds [`Self::health`].
-    pub async fn health_check(&self, timeout: Duration) {
+    pub(crate) async fn health_check(&self, timeout: Duration) {
         let started = std::time::Instant::now();
         let result = self
             .run_unrecorded(timeout, |conn| async move {
@@ -415,7 +415,7 @@ impl BackendClient {
     }
 
     /// Close the connection, if any.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         if let Some(conn) = self.connection.lock().await.take() {
             conn.service.cancellation_token().cancel();
         }
