@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregator::Aggregator;
 use crate::backend::BackendRegistry;
 use crate::backend::HealthSettings;
-use crate::config::{Strategy, VmcpConfig};
+use crate::config::{ConfigError, Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
 use crate::sessions::Sessions;
 use crate::status::{LoggingReporter, StatusReporter};
@@ -22,6 +22,10 @@ use crate::status::{LoggingReporter, StatusReporter};
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The configuration is invalid: the same errors, naming the same fields, as
+    /// [`config::validate`](crate::config::validate).
+    #[error(transparent)]
+    InvalidConfig(#[from] ConfigError),
     /// `conflictResolution: manual` left collisions no override resolves.
     #[error("unresolved tool name collisions (conflictResolution: manual):\n  - {}", .0.join("\n  - "))]
     UnresolvedCollisions(Vec<String>),
@@ -45,9 +49,11 @@ pub struct Vmcp {
 }
 
 impl Vmcp {
-    /// Connect to every backend, build the first catalog, and start keeping it
-    /// current. Unreachable backends do not stop startup: they are retried in the
-    /// background. Under `manual` conflict resolution an unresolved collision does.
+    /// Validate `config`, connect to every backend, build the first catalog, and start
+    /// keeping it current. An invalid configuration is refused
+    /// ([`StartError::InvalidConfig`]). Unreachable backends do not stop startup: they
+    /// are retried in the background. Under `manual` conflict resolution an
+    /// unresolved collision does.
     pub async fn start(config: VmcpConfig) -> Result<Self, StartError> {
         Self::start_with_reporters(config, vec![Arc::new(LoggingReporter)]).await
     }
@@ -58,6 +64,7 @@ impl Vmcp {
         config: VmcpConfig,
         reporters: Vec<Arc<dyn StatusReporter>>,
     ) -> Result<Self, StartError> {
+        crate::config::validate(&config)?;
         let report_every = config
             .operational
             .failure_handling

@@ -4,6 +4,7 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod spelling;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -64,7 +65,7 @@ pub struct BackendConfig {
     pub url: String,
     /// `streamable-http` (default) or `sse`.
     #[serde(default)]
-    pub transport: Option<String>,
+    pub transport: Option<Transport>,
     /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
@@ -92,12 +93,9 @@ impl Transport {
 }
 
 impl BackendConfig {
-    /// The configured transport (validated values only; defaults to streamable HTTP).
+    /// The configured transport (defaults to streamable HTTP).
     pub fn transport(&self) -> Transport {
-        match self.transport.as_deref() {
-            Some("sse") => Transport::Sse,
-            _ => Transport::StreamableHttp,
-        }
+        self.transport.unwrap_or(Transport::StreamableHttp)
     }
 }
 
@@ -107,7 +105,7 @@ impl BackendConfig {
 pub struct AggregationConfig {
     /// `prefix` (default), `priority` or `manual`.
     #[serde(default)]
-    pub conflict_resolution: Option<String>,
+    pub conflict_resolution: Option<Strategy>,
     /// Settings of the chosen strategy.
     #[serde(default)]
     pub conflict_resolution_config: ConflictResolutionConfig,
@@ -237,8 +235,9 @@ pub struct TimeoutsConfig {
     pub discovery: Option<Duration>,
 }
 
-/// The conflict-resolution strategy, after validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The conflict-resolution strategy (`aggregation.conflictResolution`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Every tool and prompt gets the backend prefix.
     Prefix,
@@ -258,13 +257,11 @@ pub const MAX_PAGE_SIZE: usize = 1000;
 pub const DEFAULT_PREFIX_FORMAT: &str = "{workload}_";
 
 impl VmcpConfig {
-    /// The validated strategy.
+    /// The conflict-resolution strategy (defaults to `prefix`).
     pub fn strategy(&self) -> Strategy {
-        match self.aggregation.conflict_resolution.as_deref() {
-            Some("priority") => Strategy::Priority,
-            Some("manual") => Strategy::Manual,
-            _ => Strategy::Prefix,
-        }
+        self.aggregation
+            .conflict_resolution
+            .unwrap_or(Strategy::Prefix)
     }
 
     /// The prefix format, defaulted.
@@ -328,6 +325,9 @@ pub struct Loaded {
 /// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
 /// are collected by [`validate`] and all reported at once.
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    if let Some(errors) = spelling::misspelled_with_the_rest(yaml) {
+        return Err(ConfigError::Invalid(errors));
+    }
     let mut ignored_keys = Vec::new();
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
     // Optional sections show up as `?` segments (`incomingAuth.?.oidc`); drop them.
@@ -358,7 +358,9 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
 
 /// Read, parse and validate a configuration file.
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::Io(format!("cannot read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
     load_str(&text)
 }
