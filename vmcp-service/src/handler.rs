@@ -114,9 +114,9 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
             format!("backend {backend:?} is failing; calls are paused"),
             None,
         ),
-        BackendError::Unreachable { backend, reason }
-        | BackendError::Transport { backend, reason } => {
-            tracing::warn!(%backend, "backend call failed: {reason}");
+        BackendError::Unreachable { ref backend, .. }
+        | BackendError::Transport { ref backend, .. } => {
+            tracing::warn!(%backend, "backend call failed: {error}");
             ErrorData::internal_error(format!("backend {backend:?} is unavailable"), None)
         }
     }

@@ -9,7 +9,7 @@ mod registry;
 pub mod sse;
 
 pub use client::{
-    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind,
+    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
 };
 pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
 pub use registry::BackendRegistry;

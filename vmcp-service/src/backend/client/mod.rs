@@ -32,8 +32,8 @@ mod error;
 mod subscriptions;
 
 use direct::DirectHttp;
-pub use error::BackendError;
-use error::{describe_init_error, is_session_expired, is_unreachable};
+pub use error::{BackendError, OpenError};
+use error::{is_session_expired, is_unreachable};
 
 /// The 2026-07-28 error code for a request in a protocol version the server does not
 /// support.
@@ -306,22 +306,24 @@ impl BackendClient {
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
-            Err((reason, refused)) => {
-                self.auth_refused
-                    .store(refused, std::sync::atomic::Ordering::Relaxed);
+            Err(source) => {
+                self.auth_refused.store(
+                    source.credentials_refused(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 if had_connection {
                     self.forwarder().emit(BackendEventKind::Disconnected);
                 }
                 Err(BackendError::Unreachable {
                     backend: self.name.clone(),
-                    reason,
+                    source,
                 })
             }
         }
     }
 
-    /// Open a connection; the error says why and whether credentials were refused.
-    async fn open(&self) -> Result<Connection, (String, bool)> {
+    /// Open a connection.
+    async fn open(&self) -> Result<Connection, OpenError> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
@@ -355,10 +357,9 @@ impl BackendClient {
                                 transport(),
                                 rmcp::service::ClientLifecycleMode::Initialize,
                             )
-                            .await
-                            .map_err(describe_init_error)?
+                            .await?
                     }
-                    Err(probe) => return Err(describe_init_error(probe)),
+                    Err(probe) => return Err(probe.into()),
                 }
             }
             Transport::Sse => {
@@ -366,20 +367,11 @@ impl BackendClient {
                     self.http.clone(),
                     SseClientConfig::new(self.config.url.as_str()),
                 )
-                .await
-                .map_err(|e| {
-                    let text = e.to_string();
-                    let refused = text.contains(" 401") || text.contains(" 403");
-                    (text, refused)
-                })?;
-                rmcp::ServiceExt::serve(handler, transport)
-                    .await
-                    .map_err(describe_init_error)?
+                .await?;
+                rmcp::ServiceExt::serve(handler, transport).await?
             }
         };
-        let info = service
-            .peer_info()
-            .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
+        let info = service.peer_info().ok_or(OpenError::NoServerInfo)?;
         let revision = McpRevision::from_version(info.protocol_version.as_str());
         let direct = (revision == McpRevision::Modern
             && self.config.transport() == Transport::StreamableHttp)
@@ -450,7 +442,7 @@ impl BackendClient {
                 self.discard(conn).await;
                 BackendError::Transport {
                     backend: self.name.clone(),
-                    reason: other.to_string(),
+                    source: other,
                 }
             }
         }
