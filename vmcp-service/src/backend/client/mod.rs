@@ -1,3 +1,4 @@
+// Over 600 lines: connecting, revision probing, the retry loop and every call share the private Connection; events, errors, direct forwarding and subscriptions are already split out.
 //! One backend: its long-lived MCP connection, revision, and the calls made on it.
 //!
 //! A [`BackendClient`] holds at most one live rmcp client connection. It is opened on
