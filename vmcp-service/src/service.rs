@@ -204,6 +204,15 @@ impl Drop for Vmcp {
 
 /// The aggregating MCP endpoint as a tower `Service<http::Request<B>>`: mount it in
 /// axum with `nest_service`/`route_service`, or serve it with hyper directly.
+///
+/// ```no_run
+/// # async fn run(gateway: vmcp_service::Vmcp) -> std::io::Result<()> {
+/// let mcp: vmcp_service::VmcpService = gateway.service();
+/// let app = axum::Router::new().nest_service("/mcp", mcp);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct VmcpService {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
