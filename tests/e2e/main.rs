@@ -12,3 +12,5 @@ mod filtering;
 mod live;
 mod pagination;
 mod pipeline;
+mod stdio;
+mod ui;

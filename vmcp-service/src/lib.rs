@@ -46,6 +46,7 @@ mod router;
 mod service;
 mod sessions;
 pub mod status;
+pub mod ui;
 mod view;
 
 pub use aggregator::{Aggregator, CatalogChange, CatalogProvider};

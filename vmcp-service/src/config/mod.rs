@@ -4,7 +4,10 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod hints;
+pub mod schema;
 mod spelling;
+mod stdio;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -13,10 +16,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use hints::ignored_key_warning;
+pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VmcpConfig {
     /// Name of this virtual server; advertised as `serverInfo.name`.
@@ -43,6 +48,18 @@ pub struct VmcpConfig {
     /// OpenTelemetry and Prometheus.
     #[serde(default)]
     pub telemetry: Option<vmcp_layers::telemetry::TelemetryConfig>,
+    /// The read-only status page at `/ui`.
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// `ui:` — the status page (read when the gateway starts; a reload does not change it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UiConfig {
+    /// Serve the status page at `/ui` next to `/status` (`vmcp serve --ui` sets it).
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 impl VmcpConfig {
@@ -54,25 +71,37 @@ impl VmcpConfig {
 }
 
 /// One inline backend.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendConfig {
     /// Unique backend name (the `{workload}` of prefixes and policies).
     #[serde(default)]
     pub name: String,
-    /// The backend's MCP endpoint (`http://` or `https://`).
+    /// The backend's MCP endpoint (`http://` or `https://`); empty for `stdio`.
     #[serde(default)]
     pub url: String,
-    /// `streamable-http` (default) or `sse`.
+    /// `streamable-http` (default), `sse` or `stdio`.
     #[serde(default)]
     pub transport: Option<Transport>,
+    /// `stdio`: the program to spawn (a path, or a name looked up on `PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// `stdio`: its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// `stdio`: its environment (the gateway's own is not inherited; see `stdio`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// `stdio`: its working directory (default: the gateway's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<std::path::PathBuf>,
     /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
 }
 
 /// The transport used to reach a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Transport {
     /// Streamable HTTP (both MCP revisions).
     #[serde(rename = "streamable-http")]
@@ -80,6 +109,9 @@ pub enum Transport {
     /// The legacy HTTP+SSE two-endpoint transport (always MCP 2025-11-25).
     #[serde(rename = "sse")]
     Sse,
+    /// A local child process spoken to over stdin/stdout (always MCP 2025-11-25).
+    #[serde(rename = "stdio")]
+    Stdio,
 }
 
 impl Transport {
@@ -88,6 +120,7 @@ impl Transport {
         match self {
             Transport::StreamableHttp => "streamable-http",
             Transport::Sse => "sse",
+            Transport::Stdio => "stdio",
         }
     }
 }
@@ -100,7 +133,7 @@ impl BackendConfig {
 }
 
 /// `aggregation:` — conflict resolution, filtering and overrides.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AggregationConfig {
     /// `prefix` (default), `priority` or `manual`.
@@ -124,7 +157,7 @@ pub struct AggregationConfig {
 }
 
 /// `aggregation.conflictResolutionConfig`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConflictResolutionConfig {
     /// Prefix template; `{workload}` is replaced by the backend name. Default `{workload}_`.
@@ -136,7 +169,7 @@ pub struct ConflictResolutionConfig {
 }
 
 /// One entry of `aggregation.tools`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadToolsConfig {
     /// The backend this entry configures.
@@ -154,7 +187,7 @@ pub struct WorkloadToolsConfig {
 }
 
 /// A per-tool override, applied before conflict resolution.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOverride {
     /// New advertised name.
@@ -170,7 +203,7 @@ pub struct ToolOverride {
 }
 
 /// `operational:` — timeouts and failure handling.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationalConfig {
     /// Timeouts for backend operations.
@@ -182,23 +215,27 @@ pub struct OperationalConfig {
 }
 
 /// `operational.failureHandling`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureHandlingConfig {
     /// Time between health checks of each backend. Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub health_check_interval: Option<Duration>,
     /// Consecutive failures (checks or calls) that make a backend unhealthy. Default 3.
     #[serde(default)]
     pub unhealthy_threshold: Option<u32>,
     /// Bound on one health check. Default 10s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub health_check_timeout: Option<Duration>,
     /// Latency above which a successful answer counts as degraded. Default 5s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub degraded_threshold: Option<Duration>,
     /// How often the status is reported to the status reporters. Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub status_reporting_interval: Option<Duration>,
     /// The circuit breaker (off unless `enabled`).
     #[serde(default)]
@@ -206,7 +243,7 @@ pub struct FailureHandlingConfig {
 }
 
 /// `operational.failureHandling.circuitBreaker`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CircuitBreakerConfig {
     /// Turn the breaker on.
@@ -217,26 +254,30 @@ pub struct CircuitBreakerConfig {
     pub failure_threshold: Option<u32>,
     /// How long the circuit stays open before one probe is let through. Default 60s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<Duration>,
 }
 
 /// `operational.timeouts`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeoutsConfig {
     /// Bound on one backend call (`tools/call`, `resources/read`, …). Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub default: Option<Duration>,
     /// Per-backend call bounds overriding `default`.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub per_workload: BTreeMap<String, humantime_serde::Serde<Duration>>,
     /// Bound on one backend's share of an aggregation fan-out (connect + list). Default 10s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub discovery: Option<Duration>,
 }
 
 /// The conflict-resolution strategy (`aggregation.conflictResolution`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Every tool and prompt gets the backend prefix.
@@ -325,6 +366,9 @@ pub struct Loaded {
 /// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
 /// are collected by [`validate`] and all reported at once.
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    if let Some(error) = hints::syntax_error(yaml) {
+        return Err(ConfigError::Parse(error));
+    }
     if let Some(errors) = spelling::misspelled_with_the_rest(yaml) {
         return Err(ConfigError::Invalid(errors));
     }
@@ -349,7 +393,13 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
             ));
         }
     };
-    validate(&config)?;
+    match validate(&config) {
+        Err(ConfigError::Invalid(mut errors)) => {
+            hints::annotate_required(&mut errors, &hints::misspellings(&ignored_keys));
+            return Err(ConfigError::Invalid(errors));
+        }
+        other => other?,
+    }
     Ok(Loaded {
         config,
         ignored_keys,

@@ -24,7 +24,7 @@ pub(super) fn misspelled_with_the_rest(yaml: &str) -> Option<Vec<String>> {
                 backend,
                 "transport",
                 &format!("backends[{i}].transport"),
-                r#"must be "sse" or "streamable-http""#,
+                r#"must be "sse", "streamable-http" or "stdio""#,
                 &mut errors,
             );
         }
@@ -105,7 +105,7 @@ mod tests {
         assert_eq!(
             errors,
             vec![
-                r#"backends[0].transport must be "sse" or "streamable-http" (got 3)"#,
+                r#"backends[0].transport must be "sse", "streamable-http" or "stdio" (got 3)"#,
                 r#"aggregation.conflictResolution must be "prefix", "priority" or "manual" (got "Prefix")"#,
                 "backends[0].url must start with http:// or https://",
             ]

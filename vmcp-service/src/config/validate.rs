@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{MAX_PAGE_SIZE, Strategy, VmcpConfig};
+use super::{MAX_PAGE_SIZE, Strategy, Transport, VmcpConfig};
 use crate::names::is_valid_name;
 
 /// Why a configuration could not be used.
@@ -52,12 +52,18 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
                 backend.name
             ));
         }
-        if backend.url.is_empty() {
+        let stdio = backend.transport() == Transport::Stdio;
+        if stdio {
+            super::stdio::check(&field, backend, &mut errors);
+        } else if backend.url.is_empty() {
             errors.push(format!("{field}.url is required"));
         } else if !(backend.url.starts_with("http://") || backend.url.starts_with("https://")) {
             errors.push(format!("{field}.url must start with http:// or https://"));
         } else if reqwest::Url::parse(&backend.url).is_err() {
             errors.push(format!("{field}.url {:?} is not a valid URL", backend.url));
+        }
+        if !stdio {
+            super::stdio::check(&field, backend, &mut errors);
         }
     }
 
@@ -272,11 +278,12 @@ mod tests {
     #[test]
     fn names_the_offending_backend_fields() {
         let errs = errors(
-            "backends:\n  - {name: a, url: ftp://x, transport: stdio}\n  - {name: a, url: http://127.0.0.1:1/mcp}\n  - {url: http://x}\n",
+            "backends:\n  - {name: a, url: ftp://x, transport: websocket}\n  - {name: a, url: http://127.0.0.1:1/mcp}\n  - {url: http://x}\n",
         );
         assert!(errs.contains(&"backends[0].url must start with http:// or https://".into()));
         assert!(errs.contains(
-            &"backends[0].transport must be \"sse\" or \"streamable-http\" (got \"stdio\")".into()
+            &"backends[0].transport must be \"sse\", \"streamable-http\" or \"stdio\" (got \"websocket\")"
+                .into()
         ));
         assert!(errs.contains(&"backends[1].name \"a\" is used by another backend".into()));
         assert!(errs.contains(&"backends[2].name is required".into()));
@@ -391,5 +398,34 @@ audit: {component: vmcp-server, eventTypes: [mcp_tool_call], includeRequestData:
         assert_eq!(loaded.config.call_timeout("a").as_secs(), 60);
         assert_eq!(loaded.config.call_timeout("b").as_secs(), 45);
         assert_eq!(loaded.config.discovery_timeout().as_secs(), 2);
+    }
+
+    #[test]
+    fn stdio_backends_need_an_existing_command_and_no_url() {
+        let errs = errors(
+            "backends:\n  - {name: a, transport: stdio, command: no-such-program-vmcp, url: http://x}\n  - {name: b, transport: stdio}\n  - {name: c, transport: stdio, command: ./missing, env: {T: {fromEnv: VMCP_TEST_SURELY_UNSET}}}\n  - {name: d, url: http://127.0.0.1:1/mcp, command: sh, args: [x]}\n",
+        );
+        for expected in [
+            "backends[0].command \"no-such-program-vmcp\" was not found on PATH",
+            "backends[0].url is not used with transport: stdio",
+            "backends[1].command is required with transport: stdio",
+            "backends[2].command \"./missing\" is not an executable file",
+            "backends[2].env.T.fromEnv: the gateway's environment has no VMCP_TEST_SURELY_UNSET",
+            "backends[3].command is only used with transport: stdio",
+            "backends[3].args is only used with transport: stdio",
+        ] {
+            assert!(errs.contains(&expected.to_owned()), "{expected}: {errs:?}");
+        }
+        let ok = load_str(
+            "backends:\n  - {name: a, transport: stdio, command: sh, args: [-c, 'exit 0'], env: {A: literal, P: {fromEnv: PATH}}}\n",
+        )
+        .expect("valid stdio backend");
+        let backend = &ok.config.backends[0];
+        assert_eq!(
+            backend.env["A"],
+            super::super::EnvValue::Literal("literal".into())
+        );
+        // Values never show in debug output (logs of the config).
+        assert!(!format!("{backend:?}").contains("literal"));
     }
 }

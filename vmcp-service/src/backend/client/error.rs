@@ -6,7 +6,9 @@ use std::time::Duration;
 use http::StatusCode;
 use rmcp::service::{ClientInitializeError, ServiceError};
 
+use crate::backend::reason::FailureReason;
 use crate::backend::sse::SseTransportError;
+use crate::backend::stdio::SpawnError;
 
 /// Why a backend operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +38,7 @@ pub enum BackendError {
         timeout: Duration,
     },
     /// The transport failed mid-operation.
-    #[error("backend {backend:?} connection failed: {source}")]
+    #[error("backend {backend:?} connection failed: {}", FailureReason::of(.source))]
     Transport {
         /// Backend name.
         backend: Arc<str>,
@@ -64,10 +66,13 @@ impl BackendError {
     /// A description for status reporting: no URLs, no tokens.
     pub fn summary(&self) -> String {
         match self {
-            BackendError::Unreachable { .. } => "unreachable".into(),
+            // The reasons are words from `FailureReason`: no URLs, no type names.
+            BackendError::Unreachable { source, .. } => source.to_string(),
             BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
             BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
-            BackendError::Transport { .. } => "connection failed".into(),
+            BackendError::Transport { source, .. } => {
+                format!("connection failed: {}", FailureReason::of(source))
+            }
             BackendError::CircuitOpen { .. } => "circuit open".into(),
         }
     }
@@ -89,27 +94,25 @@ pub(super) fn is_session_expired(error: &ServiceError) -> bool {
 
 /// Whether a failed handshake never reached a server (nothing to retry).
 pub(super) fn is_unreachable(error: &ClientInitializeError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(e) = e.downcast_ref::<reqwest::Error>()
-            && (e.is_connect() || e.is_timeout())
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
+    FailureReason::of(error).is_unreachable()
 }
 
-/// Why a backend connection could not be opened.
+/// Why a backend connection could not be opened. Its text is the cause in words
+/// ([`FailureReason`]): no URLs (they may carry credentials), no type names.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// The legacy HTTP+SSE event stream could not be opened.
-    #[error(transparent)]
+    #[error("{}", FailureReason::of(.0))]
     Sse(#[from] SseTransportError),
     /// The MCP handshake (`server/discover` or `initialize`) failed.
-    #[error(transparent)]
+    #[error("{}", FailureReason::of(.0))]
     Handshake(#[from] ClientInitializeError),
+    /// A `stdio` backend's process could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// A `stdio` backend without its process supervisor.
+    #[error("no process supervisor")]
+    NoSupervisor,
     /// The handshake completed without the server's information.
     #[error("backend sent no server info")]
     NoServerInfo,
@@ -120,13 +123,14 @@ impl OpenError {
     /// status the transport received.
     pub fn credentials_refused(&self) -> bool {
         match self {
-            OpenError::Sse(e) => refused_status(e),
+            OpenError::Sse(e) => FailureReason::of(e) == FailureReason::AuthRequired,
             OpenError::Handshake(e) => {
                 e.is_authorization_required()
                     || e.auth_challenge().is_some()
+                    || FailureReason::of(e) == FailureReason::AuthRequired
                     || source_chain(e).any(|s| s.downcast_ref().is_some_and(refused_status))
             }
-            OpenError::NoServerInfo => false,
+            OpenError::Spawn(_) | OpenError::NoSupervisor | OpenError::NoServerInfo => false,
         }
     }
 }

@@ -26,6 +26,7 @@ use vmcp_layers::McpRevision;
 
 use super::health::{BackendHealth, HealthSettings, Source};
 use super::sse::{SseClientConfig, SseClientTransport};
+use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
 
 mod direct;
@@ -173,6 +174,8 @@ pub struct BackendClient {
     subscriptions: std::sync::Mutex<BTreeSet<String>>,
     /// Held while a new subscription set is applied (see `set_subscriptions`).
     applying_subscriptions: Mutex<()>,
+    /// The child process of a `stdio` backend.
+    stdio: Option<Arc<Supervisor>>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -193,7 +196,10 @@ impl BackendClient {
         health: HealthSettings,
     ) -> Self {
         let name: Arc<str> = Arc::from(config.name.as_str());
+        let stdio = (config.transport() == Transport::Stdio)
+            .then(|| Arc::new(Supervisor::new(name.clone(), events.clone())));
         Self {
+            stdio,
             health: BackendHealth::new(name.clone(), health, events.clone()),
             name,
             config,
@@ -264,6 +270,11 @@ impl BackendClient {
     /// The backend's configuration.
     pub fn config(&self) -> &BackendConfig {
         &self.config
+    }
+
+    /// A `stdio` backend's process (pid, restarts, last exit); `None` for HTTP ones.
+    pub fn process(&self) -> Option<ProcessStatus> {
+        self.stdio.as_ref().map(|s| s.status())
     }
 
     /// The revision negotiated on the last successful connection, if any.
@@ -371,6 +382,11 @@ impl BackendClient {
                 .await?;
                 rmcp::ServiceExt::serve(handler, transport).await?
             }
+            Transport::Stdio => {
+                let supervisor = self.stdio.as_ref().ok_or(OpenError::NoSupervisor)?;
+                let transport = supervisor.spawn(&self.config)?;
+                rmcp::ServiceExt::serve(handler, transport).await?
+            }
         };
         let info = service.peer_info().ok_or(OpenError::NoServerInfo)?;
         let revision = McpRevision::from_version(info.protocol_version.as_str());
@@ -407,10 +423,15 @@ impl BackendClient {
         }
     }
 
-    /// Close the connection, if any.
+    /// Close the connection, if any. A `stdio` backend's process group is gone when
+    /// this returns.
     pub(crate) async fn close(&self) {
-        if let Some(conn) = self.connection.lock().await.take() {
+        let conn = self.connection.lock().await.take();
+        if let Some(conn) = &conn {
             conn.service.cancellation_token().cancel();
+        }
+        if let Some(stdio) = &self.stdio {
+            stdio.stopped().await;
         }
     }
 
