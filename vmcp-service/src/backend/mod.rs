@@ -3,6 +3,7 @@
 //! the backend edge.
 
 mod client;
+mod event;
 mod health;
 pub(crate) mod meta;
 pub(crate) mod reason;

@@ -24,6 +24,7 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, HealthSettings, Source};
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
@@ -48,34 +49,6 @@ fn refused_unrun(conn: &Connection, error: &ServiceError) -> bool {
     is_session_expired(error)
         || matches!(error, ServiceError::McpError(e)
             if conn.revision == McpRevision::Modern && e.code.0 == UNSUPPORTED_PROTOCOL_VERSION)
-}
-
-/// A change a backend announced, fanned out to whoever keeps derived state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendEvent {
-    /// The backend that sent it.
-    pub backend: Arc<str>,
-    /// What changed.
-    pub kind: BackendEventKind,
-}
-
-/// The kinds of [`BackendEvent`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BackendEventKind {
-    /// `notifications/tools/list_changed`.
-    ToolsChanged,
-    /// `notifications/resources/list_changed` (covers templates too).
-    ResourcesChanged,
-    /// `notifications/prompts/list_changed`.
-    PromptsChanged,
-    /// `notifications/resources/updated` for a URI.
-    ResourceUpdated(String),
-    /// A connection was (re)established.
-    Connected,
-    /// The connection was lost or could not be opened.
-    Disconnected,
-    /// The backend's health status changed.
-    HealthChanged,
 }
 
 /// Everything one backend offers, as it reported it.
