@@ -33,8 +33,8 @@ use vmcp_layers::audit::{AuditConfig, AuditLayer, AuditSink, WriterSink};
 use vmcp_layers::auth::{AuthLayer, JwtSettings, JwtValidator};
 use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
 use vmcp_layers::stack::StackBuilder;
+use vmcp_service::CatalogProvider;
 use vmcp_service::Vmcp;
-use vmcp_service::view::CatalogProvider;
 
 use crate::client::{Client, Op, Revision, Target};
 use crate::issuer::{AUDIENCE, ISSUER, Issuer};

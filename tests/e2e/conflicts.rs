@@ -115,7 +115,9 @@ async fn manual_fails_startup_naming_every_collision() {
     let yaml = backends_yaml(&a, &b, &c)
         + "aggregation:\n  conflictResolution: manual\n  tools:\n    - workload: a\n      overrides: {echo: {name: a_echo}}\n";
     let err = Vmcp::start(config(&yaml)).await.unwrap_err();
-    let StartError::UnresolvedCollisions(collisions) = &err;
+    let StartError::UnresolvedCollisions(collisions) = &err else {
+        panic!("expected unresolved collisions, got {err}");
+    };
     assert_eq!(
         collisions,
         &[

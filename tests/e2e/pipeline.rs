@@ -15,8 +15,8 @@ use tower::Service;
 use vmcp_examples::demo::{DemoSpec, spawn};
 use vmcp_layers::ParsedMcpRequest;
 use vmcp_layers::stack::StackBuilder;
+use vmcp_service::CatalogProvider;
 use vmcp_service::Vmcp;
-use vmcp_service::view::CatalogProvider;
 use vmcp_tests::stacked::{modern_as, stacked_gateway};
 use vmcp_tests::{config, serve_on_loopback};
 

@@ -360,15 +360,19 @@ pub struct AdmissionDecision {
     pub allowed: bool,
 }
 
-/// The list kinds an [`Admission`] filters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// One of the four MCP lists: what an [`Admission`] filters, and (serialised in
+/// camelCase) which list a gateway pagination cursor belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub enum ListKind {
     /// `tools/list`.
     Tools,
     /// `prompts/list`.
     Prompts,
-    /// `resources/list` and `resources/templates/list`.
+    /// `resources/list`.
     Resources,
+    /// `resources/templates/list` (admitted like resources).
+    ResourceTemplates,
 }
 
 /// Per-item admission for list filtering, bound to the caller's identity.

@@ -7,21 +7,40 @@
 //! removed from the catalog without re-listing anybody. Every rebuild that changes
 //! what clients see is announced as a [`CatalogChange`].
 
+pub(crate) mod monitor;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, RwLock};
 
-use futures::future::join_all;
+use futures::future::{BoxFuture, join_all};
 use tokio::sync::{Mutex, broadcast};
 use tokio::time::Instant;
+use vmcp_layers::context::{CapabilityProvider, CatalogView, DiscoveryError, Identity};
 
 use crate::backend::{BackendCapabilities, BackendEventKind, BackendRegistry};
 use crate::catalog::{BuildReport, Catalog};
 use crate::config::VmcpConfig;
 
+/// Hands out the aggregator's current catalog as every caller's capability view (the
+/// discovery layer's [`CapabilityProvider`]), so no request waits on a backend
+/// fan-out: the catalog is kept current from backend notifications.
+#[derive(Debug, Clone)]
+pub struct CatalogProvider(pub Arc<Aggregator>);
+
+impl CapabilityProvider for CatalogProvider {
+    fn view(
+        &self,
+        _identity: &Identity,
+    ) -> BoxFuture<'static, Result<Arc<dyn CatalogView>, DiscoveryError>> {
+        let catalog: Arc<dyn CatalogView> = self.0.catalog();
+        Box::pin(futures::future::ready(Ok(catalog)))
+    }
+}
+
 /// The shortest time between two event-driven re-lists of one backend: a storm of
 /// list-change notifications costs at most one re-list per this interval, plus one
 /// trailing re-list that picks up the last change.
-pub const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
+pub(crate) const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Which kinds of the advertised catalog changed in a rebuild.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -74,7 +93,7 @@ impl std::fmt::Debug for Aggregator {
 
 impl Aggregator {
     /// An aggregator with an empty catalog; call [`Aggregator::refresh_all`] to fill it.
-    pub fn new(config: Arc<VmcpConfig>, registry: Arc<BackendRegistry>) -> Self {
+    pub(crate) fn new(config: Arc<VmcpConfig>, registry: Arc<BackendRegistry>) -> Self {
         Self {
             config: RwLock::new(config),
             registry,
@@ -106,7 +125,7 @@ impl Aggregator {
     }
 
     /// Replace the configuration (reload) and rebuild from the kept reports.
-    pub async fn set_config(&self, config: Arc<VmcpConfig>) -> BuildReport {
+    pub(crate) async fn set_config(&self, config: Arc<VmcpConfig>) -> BuildReport {
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
         self.rebuild().await
     }
@@ -163,7 +182,7 @@ impl Aggregator {
 
     /// Re-list `only` (or every backend when `None`), forget backends that left the
     /// registry, and rebuild.
-    pub async fn refresh(&self, only: Option<&BTreeSet<String>>) -> BuildReport {
+    pub(crate) async fn refresh(&self, only: Option<&BTreeSet<String>>) -> BuildReport {
         let mut reports = self.reports.lock().await;
         let backends = self.registry.all();
         let live: BTreeSet<&str> = backends.iter().map(|b| &**b.name()).collect();
@@ -201,7 +220,7 @@ impl Aggregator {
     }
 
     /// Rebuild from the kept reports (health or config changed; nothing re-listed).
-    pub async fn rebuild(&self) -> BuildReport {
+    pub(crate) async fn rebuild(&self) -> BuildReport {
         let reports = self.reports.lock().await;
         self.build(&reports)
     }
@@ -247,7 +266,7 @@ impl Aggregator {
     ///   recovered), debounced to the health-check interval: the first flip applies
     ///   at once, later ones within the interval are coalesced into one rebuild at
     ///   its end.
-    pub async fn run(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
+    pub(crate) async fn run(self: Arc<Self>, shutdown: tokio_util::sync::CancellationToken) {
         let mut events = self.registry.events();
         let mut changes = self.registry.changes();
         let mut last_health_rebuild: Option<Instant> = None;

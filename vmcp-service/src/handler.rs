@@ -5,6 +5,9 @@
 //! handler answers lists from the current catalog with gateway-side pagination and
 //! forwards calls through the router to the owning backend.
 
+mod admission;
+mod observe;
+
 use std::sync::Arc;
 
 use rmcp::model::{
@@ -17,19 +20,22 @@ use rmcp::model::{
 use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use vmcp_layers::context::ListKind;
+
+use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
+use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendError;
 use crate::backend::meta::strip_reserved;
-use crate::pagination::{ListKind, page};
+use crate::pagination::page;
 use crate::router::{self, Routed};
 use crate::sessions::Sessions;
-use crate::view::ObservedCall;
 
 /// The gateway's MCP server handler. Cloning is an `Arc` clone, so rmcp's
 /// per-request factory stays cheap.
 #[derive(Clone)]
-pub struct VmcpHandler {
+pub(crate) struct VmcpHandler {
     aggregator: Arc<Aggregator>,
     sessions: Arc<Sessions>,
     info: Arc<ServerConfig>,
@@ -46,7 +52,7 @@ const LIST_TTL_MS: u64 = 0;
 
 impl VmcpHandler {
     /// A handler serving `aggregator`'s catalog.
-    pub fn new(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>) -> Self {
+    pub(crate) fn new(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>) -> Self {
         let name = aggregator
             .config()
             .name
@@ -108,9 +114,9 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
             format!("backend {backend:?} is failing; calls are paused"),
             None,
         ),
-        BackendError::Unreachable { backend, reason }
-        | BackendError::Transport { backend, reason } => {
-            tracing::warn!(%backend, "backend call failed: {reason}");
+        BackendError::Unreachable { ref backend, .. }
+        | BackendError::Transport { ref backend, .. } => {
+            tracing::warn!(%backend, "backend call failed: {error}");
             ErrorData::internal_error(format!("backend {backend:?} is unavailable"), None)
         }
     }
@@ -231,7 +237,7 @@ impl ServerHandler for VmcpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            &crate::view::admitted_tools(&ctx, &catalog),
+            &admitted_tools(&ctx, &catalog),
             |t| t.name.as_ref(),
             ListKind::Tools,
             cursor(&params),
@@ -251,7 +257,7 @@ impl ServerHandler for VmcpHandler {
     ) -> Result<ListPromptsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            &crate::view::admitted_prompts(&ctx, &catalog),
+            &admitted_prompts(&ctx, &catalog),
             |p| p.name.as_str(),
             ListKind::Prompts,
             cursor(&params),
@@ -271,7 +277,7 @@ impl ServerHandler for VmcpHandler {
     ) -> Result<ListResourcesResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            &crate::view::admitted_resources(&ctx, &catalog),
+            &admitted_resources(&ctx, &catalog),
             |r| r.uri.as_str(),
             ListKind::Resources,
             cursor(&params),
@@ -291,7 +297,7 @@ impl ServerHandler for VmcpHandler {
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let (items, next) = page(
-            &crate::view::admitted_templates(&ctx, &catalog),
+            &admitted_templates(&ctx, &catalog),
             |t| t.uri_template.as_str(),
             ListKind::ResourceTemplates,
             cursor(&params),

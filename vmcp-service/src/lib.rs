@@ -6,33 +6,54 @@
 //! `Service`) on both MCP revisions, routing each call to the owning backend under
 //! the backend's own name.
 //!
-//! Modules, one bounded context each: [`config`] (the YAML model and validation),
-//! [`backend`] (backend clients, both transports and revisions, and the registry),
-//! [`aggregator`] (fan-out and keeping the catalog current), [`catalog`] (conflict
-//! resolution, filtering, overrides), [`router`] (name translation and URI
-//! templates), [`pagination`] (gateway cursors), [`handler`] (the MCP edge) and
-//! [`service`] (the tower service and the running gateway).
+//! ```no_run
+//! use vmcp_service::config::{BackendConfig, VmcpConfig};
+//! use vmcp_service::{StartError, Vmcp};
+//!
+//! # async fn run() -> Result<(), StartError> {
+//! let config = VmcpConfig {
+//!     backends: vec![BackendConfig {
+//!         name: "github".into(),
+//!         url: "http://127.0.0.1:3001/mcp".into(),
+//!         ..Default::default()
+//!     }],
+//!     ..Default::default()
+//! };
+//! // Validates the configuration first (the same errors as `config::validate`).
+//! let gateway = Vmcp::start(config).await?;
+//! let app: axum::Router = axum::Router::new()
+//!     .nest_service("/mcp", gateway.service())
+//!     .merge(gateway.status_router());
+//! # let _ = app; Ok(()) }
+//! ```
+//!
+//! The public surface is what an embedder uses: [`Vmcp`] and [`VmcpService`],
+//! [`config`] (the YAML model, loading and validation), [`status`] (the `/status`
+//! document and reporters), the error types ([`StartError`], [`ConfigError`],
+//! [`backend::BackendError`]), and read access to the live state ([`Aggregator`],
+//! [`catalog::Catalog`], [`backend::BackendRegistry`], [`Sessions`]). Routing,
+//! pagination, naming, notification propagation and the MCP handler are internal.
 
-pub mod aggregator;
+mod aggregator;
 pub mod backend;
 pub mod catalog;
 pub mod config;
-pub mod handler;
-pub mod health;
-pub mod names;
-pub mod pagination;
-pub mod propagation;
-pub mod router;
-pub mod service;
-pub mod sessions;
+mod handler;
+mod names;
+mod pagination;
+mod propagation;
+mod router;
+mod service;
+mod sessions;
 pub mod status;
 pub mod ui;
-pub mod view;
 
 // README's Rust snippets compile as doctests (`cargo test --doc`), so they stay true.
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use config::VmcpConfig;
-pub use service::{StartError, Vmcp, VmcpService};
+pub use aggregator::{Aggregator, CatalogChange, CatalogProvider};
+pub use config::{ConfigError, VmcpConfig};
+pub use service::{StartError, Vmcp, VmcpBody, VmcpService};
+pub use sessions::Sessions;

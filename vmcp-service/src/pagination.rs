@@ -11,23 +11,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::ErrorData;
 use serde::{Deserialize, Serialize};
+use vmcp_layers::context::ListKind;
 
 /// The longest cursor accepted (characters).
-pub const MAX_CURSOR_LEN: usize = 8192;
-
-/// Which list a cursor belongs to; a cursor is only valid for its own verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum ListKind {
-    /// `tools/list`
-    Tools,
-    /// `prompts/list`
-    Prompts,
-    /// `resources/list`
-    Resources,
-    /// `resources/templates/list`
-    ResourceTemplates,
-}
+pub(crate) const MAX_CURSOR_LEN: usize = 8192;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Position {
@@ -69,7 +56,7 @@ fn encode(kind: ListKind, last: &str, delivered: usize) -> String {
 /// Returns the page and the next cursor, which is `None` at the end (never an empty
 /// string: clients must treat `""` as a real cursor). A malformed, oversized or
 /// wrong-verb cursor is `-32602`.
-pub fn page<T: Clone>(
+pub(crate) fn page<T: Clone>(
     items: &[T],
     key: impl Fn(&T) -> &str,
     kind: ListKind,

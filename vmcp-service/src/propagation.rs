@@ -17,7 +17,7 @@ use crate::backend::BackendEventKind;
 use crate::sessions::Sessions;
 
 /// Run propagation until `shutdown`.
-pub async fn run(
+pub(crate) async fn run(
     aggregator: Arc<Aggregator>,
     sessions: Arc<Sessions>,
     shutdown: CancellationToken,
@@ -59,7 +59,7 @@ pub async fn run(
 }
 
 /// Mirror the subscribed URIs onto their owning backends.
-pub async fn sync_subscriptions(aggregator: &Aggregator, sessions: &Sessions) {
+pub(crate) async fn sync_subscriptions(aggregator: &Aggregator, sessions: &Sessions) {
     let catalog = aggregator.catalog();
     let mut per_backend: BTreeMap<Arc<str>, BTreeSet<String>> = BTreeMap::new();
     for uri in sessions.subscribed_uris() {

@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use regex::Regex;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CompleteRequestParams, GetPromptRequestParams,
@@ -18,11 +17,11 @@ use crate::catalog::Catalog;
 
 /// A request translated for its backend.
 #[derive(Debug, Clone)]
-pub struct Routed<P> {
+pub(crate) struct Routed<P> {
     /// The backend that serves it.
-    pub backend: Arc<str>,
+    pub(crate) backend: Arc<str>,
     /// The parameters, under the backend's own names.
-    pub params: P,
+    pub(crate) params: P,
 }
 
 /// Clean the client's `_meta` for the backend hop: drop reserved keys and the
@@ -40,7 +39,7 @@ fn unknown(kind: &str, name: &str) -> ErrorData {
 
 /// Route `tools/call` by advertised name. Hidden and unknown tools give the same
 /// `-32602`, so the answer reveals nothing about what is hidden.
-pub fn route_tool(
+pub(crate) fn route_tool(
     catalog: &Catalog,
     mut params: CallToolRequestParams,
 ) -> Result<Routed<CallToolRequestParams>, ErrorData> {
@@ -56,7 +55,7 @@ pub fn route_tool(
 }
 
 /// Route `prompts/get` by advertised name.
-pub fn route_prompt(
+pub(crate) fn route_prompt(
     catalog: &Catalog,
     mut params: GetPromptRequestParams,
 ) -> Result<Routed<GetPromptRequestParams>, ErrorData> {
@@ -72,7 +71,7 @@ pub fn route_prompt(
 }
 
 /// Route `resources/read`: exact URI, then template match. URIs are never rewritten.
-pub fn route_resource(
+pub(crate) fn route_resource(
     catalog: &Catalog,
     mut params: ReadResourceRequestParams,
 ) -> Result<Routed<ReadResourceRequestParams>, ErrorData> {
@@ -91,7 +90,7 @@ pub fn route_resource(
 
 /// Route `completion/complete`. `Ok(None)` means nobody can complete it (the caller
 /// answers with an empty completion, as the spec allows).
-pub fn route_completion(
+pub(crate) fn route_completion(
     catalog: &Catalog,
     mut params: CompleteRequestParams,
 ) -> Result<Option<Routed<CompleteRequestParams>>, ErrorData> {
@@ -115,90 +114,4 @@ pub fn route_completion(
     }
     params.meta = backend_meta(params.meta);
     Ok(Some(Routed { backend, params }))
-}
-
-/// An RFC 6570 URI template compiled for matching expanded URIs.
-///
-/// Supports the expressions resource templates use in practice: `{var}` (one path
-/// segment), `{+var}` and `{#var}` (reserved expansion, may span segments),
-/// `{/var}` (path segments), and `{?a,b}` / `{&a}` (an optional query tail).
-#[derive(Debug, Clone)]
-pub struct UriTemplate {
-    regex: Regex,
-}
-
-/// Why a template could not be compiled.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid URI template: {0}")]
-pub struct TemplateError(String);
-
-impl UriTemplate {
-    /// Compile a template.
-    pub fn parse(template: &str) -> Result<Self, TemplateError> {
-        let mut pattern = String::from("^");
-        let mut rest = template;
-        while let Some(open) = rest.find('{') {
-            pattern.push_str(&regex::escape(&rest[..open]));
-            let close = rest[open..]
-                .find('}')
-                .ok_or_else(|| TemplateError(format!("unclosed '{{' in {template:?}")))?
-                + open;
-            let expr = &rest[open + 1..close];
-            if expr.is_empty() {
-                return Err(TemplateError(format!("empty expression in {template:?}")));
-            }
-            pattern.push_str(match expr.as_bytes()[0] {
-                b'+' | b'#' => "(?:.*)",
-                b'/' => "(?:/[^/?#]*)*",
-                b'?' | b'&' => "(?:[?&][^#]*)?",
-                b'.' => "(?:\\.[^/?#.]*)*",
-                b';' => "(?:;[^/?#]*)*",
-                _ => "(?:[^/?#]+)",
-            });
-            rest = &rest[close + 1..];
-        }
-        if rest.contains('}') {
-            return Err(TemplateError(format!("unmatched '}}' in {template:?}")));
-        }
-        pattern.push_str(&regex::escape(rest));
-        pattern.push('$');
-        Regex::new(&pattern)
-            .map(|regex| Self { regex })
-            .map_err(|e| TemplateError(e.to_string()))
-    }
-
-    /// Whether `uri` is an expansion of this template.
-    pub fn matches(&self, uri: &str) -> bool {
-        self.regex.is_match(uri)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn simple_expressions_match_one_segment() {
-        let t = UriTemplate::parse("py://a/items/{id}").unwrap();
-        assert!(t.matches("py://a/items/42"));
-        assert!(!t.matches("py://a/items/"));
-        assert!(!t.matches("py://a/items/4/2"));
-        assert!(!t.matches("py://b/items/42"));
-        let t = UriTemplate::parse("test://template/{id}/data").unwrap();
-        assert!(t.matches("test://template/7/data"));
-    }
-
-    #[test]
-    fn operators_and_literals() {
-        let t = UriTemplate::parse("file:///{+path}").unwrap();
-        assert!(t.matches("file:///a/b/c.txt"));
-        let t = UriTemplate::parse("db://x{?limit,offset}").unwrap();
-        assert!(t.matches("db://x"));
-        assert!(t.matches("db://x?limit=3"));
-        let t = UriTemplate::parse("a.b+c://{x}").unwrap();
-        assert!(t.matches("a.b+c://y"));
-        assert!(!t.matches("aXb+c://y"));
-        assert!(UriTemplate::parse("x://{oops").is_err());
-        assert!(UriTemplate::parse("x://{}").is_err());
-    }
 }

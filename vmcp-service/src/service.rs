@@ -13,18 +13,21 @@ use tokio_util::sync::CancellationToken;
 use vmcp_layers::headers::HeaderValidationLayer;
 use vmcp_layers::stack::{Stack, StackBuilder, StackError};
 
-use crate::aggregator::Aggregator;
+use crate::aggregator::{Aggregator, CatalogProvider};
 use crate::backend::BackendRegistry;
-use crate::config::{Strategy, VmcpConfig};
+use crate::backend::HealthSettings;
+use crate::config::{ConfigError, Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
-use crate::health::HealthSettings;
 use crate::sessions::Sessions;
 use crate::status::{LoggingReporter, StatusReporter};
-use crate::view::CatalogProvider;
 
 /// Why the gateway could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The configuration is invalid: the same errors, naming the same fields, as
+    /// [`config::validate`](crate::config::validate).
+    #[error(transparent)]
+    InvalidConfig(#[from] ConfigError),
     /// `conflictResolution: manual` left collisions no override resolves.
     #[error("unresolved tool name collisions (conflictResolution: manual):\n  - {}", .0.join("\n  - "))]
     UnresolvedCollisions(Vec<String>),
@@ -48,9 +51,11 @@ pub struct Vmcp {
 }
 
 impl Vmcp {
-    /// Connect to every backend, build the first catalog, and start keeping it
-    /// current. Unreachable backends do not stop startup: they are retried in the
-    /// background. Under `manual` conflict resolution an unresolved collision does.
+    /// Validate `config`, connect to every backend, build the first catalog, and start
+    /// keeping it current. An invalid configuration is refused
+    /// ([`StartError::InvalidConfig`]). Unreachable backends do not stop startup: they
+    /// are retried in the background. Under `manual` conflict resolution an
+    /// unresolved collision does.
     pub async fn start(config: VmcpConfig) -> Result<Self, StartError> {
         Self::start_with_reporters(config, vec![Arc::new(LoggingReporter)]).await
     }
@@ -61,6 +66,7 @@ impl Vmcp {
         config: VmcpConfig,
         reporters: Vec<Arc<dyn StatusReporter>>,
     ) -> Result<Self, StartError> {
+        crate::config::validate(&config)?;
         let report_every = config
             .operational
             .failure_handling
@@ -81,7 +87,7 @@ impl Vmcp {
         tokio::spawn(aggregator.clone().run(shutdown.clone()));
         let registry = aggregator.registry().clone();
         let settings = registry.clone();
-        tokio::spawn(crate::health::monitor(
+        tokio::spawn(crate::aggregator::monitor::monitor(
             registry,
             move || settings.health_settings(),
             shutdown.clone(),
@@ -231,6 +237,15 @@ impl Drop for Vmcp {
 
 /// The aggregating MCP endpoint as a tower `Service<http::Request<B>>`: mount it in
 /// axum with `nest_service`/`route_service`, or serve it with hyper directly.
+///
+/// ```no_run
+/// # async fn run(gateway: vmcp_service::Vmcp) -> std::io::Result<()> {
+/// let mcp: vmcp_service::VmcpService = gateway.service();
+/// let app = axum::Router::new().nest_service("/mcp", mcp);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct VmcpService {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,

@@ -126,7 +126,7 @@ impl std::fmt::Debug for Sessions {
 
 /// Removes a Modern listener when its `subscriptions/listen` stream ends.
 #[derive(Debug)]
-pub struct ListenGuard {
+pub(crate) struct ListenGuard {
     sessions: Weak<Sessions>,
     id: u64,
 }
@@ -185,7 +185,7 @@ impl Sessions {
     }
 
     /// Register a Legacy session's peer under its `Mcp-Session-Id`.
-    pub fn add_legacy(&self, session: Option<String>, peer: Peer<RoleServer>) {
+    pub(crate) fn add_legacy(&self, session: Option<String>, peer: Peer<RoleServer>) {
         let id = self.insert(Channel::Legacy(peer), BTreeSet::new());
         // Bind first: the lock must be released before `remove` takes it again.
         let replaced = session.and_then(|session| self.legacy_ids().insert(session, id));
@@ -195,7 +195,7 @@ impl Sessions {
     }
 
     /// Register a Modern listen stream; it is removed when the guard drops.
-    pub fn add_modern(self: &Arc<Self>, sink: SubscriptionSink) -> ListenGuard {
+    pub(crate) fn add_modern(self: &Arc<Self>, sink: SubscriptionSink) -> ListenGuard {
         let uris: BTreeSet<String> = sink
             .accepted()
             .resource_subscriptions
@@ -215,12 +215,12 @@ impl Sessions {
     }
 
     /// Subscribe a Legacy session to a URI; `false` if the session is unknown.
-    pub fn subscribe(&self, session: &str, uri: &str) -> bool {
+    pub(crate) fn subscribe(&self, session: &str, uri: &str) -> bool {
         self.edit_uris(session, |uris| uris.insert(uri.to_owned()))
     }
 
     /// Unsubscribe a Legacy session from a URI; `false` if the session is unknown.
-    pub fn unsubscribe(&self, session: &str, uri: &str) -> bool {
+    pub(crate) fn unsubscribe(&self, session: &str, uri: &str) -> bool {
         self.edit_uris(session, |uris| uris.remove(uri))
     }
 
@@ -238,7 +238,7 @@ impl Sessions {
     }
 
     /// Every URI some live listener is subscribed to.
-    pub fn subscribed_uris(&self) -> BTreeSet<String> {
+    pub(crate) fn subscribed_uris(&self) -> BTreeSet<String> {
         self.listeners()
             .values()
             .filter(|l| !l.closed())
@@ -247,12 +247,12 @@ impl Sessions {
     }
 
     /// Resolves when the set of subscribed URIs may have changed.
-    pub async fn subscriptions_changed(&self) {
+    pub(crate) async fn subscriptions_changed(&self) {
         self.subscriptions_changed.notified().await;
     }
 
     /// Tell every listener what changed (their own view is read at their next list).
-    pub fn notify(self: &Arc<Self>, change: CatalogChange) {
+    pub(crate) fn notify(self: &Arc<Self>, change: CatalogChange) {
         let bits = (if change.tools { TOOLS } else { 0 })
             | (if change.prompts { PROMPTS } else { 0 })
             | (if change.resources { RESOURCES } else { 0 });
@@ -274,7 +274,7 @@ impl Sessions {
     }
 
     /// Forward a backend's `notifications/resources/updated` to the subscribers of `uri`.
-    pub fn resource_updated(self: &Arc<Self>, uri: &str) {
+    pub(crate) fn resource_updated(self: &Arc<Self>, uri: &str) {
         let targets: Vec<_> = self
             .listeners()
             .values()

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendEventKind;
-use crate::health::{CircuitState, HealthStatus};
+use crate::backend::{CircuitState, HealthStatus};
 
 /// The overall phase of the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -149,7 +149,7 @@ impl StatusReporter for LoggingReporter {
 }
 
 /// Feed `reporters` on every health change and every `interval` until `shutdown`.
-pub async fn report(
+pub(crate) async fn report(
     aggregator: Arc<Aggregator>,
     reporters: Vec<Arc<dyn StatusReporter>>,
     interval: Duration,
@@ -210,7 +210,7 @@ async fn status(State(aggregator): State<Arc<Aggregator>>) -> Response {
 }
 
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
-pub fn router(aggregator: Arc<Aggregator>) -> axum::Router {
+pub(crate) fn router(aggregator: Arc<Aggregator>) -> axum::Router {
     axum::Router::new()
         .route("/health", get(alive))
         .route("/ping", get(alive))

@@ -504,7 +504,9 @@ impl CedarAuthorizer {
         let (action, feature) = match kind {
             ListKind::Tools => (&self.actions.list_tools, "tool"),
             ListKind::Prompts => (&self.actions.list_prompts, "prompt"),
-            ListKind::Resources => (&self.actions.list_resources, "resource"),
+            ListKind::Resources | ListKind::ResourceTemplates => {
+                (&self.actions.list_resources, "resource")
+            }
         };
         // Argument-free, so cached per identity like list items (the key cannot
         // collide with a target key, which starts with `t`, `p` or `r`).

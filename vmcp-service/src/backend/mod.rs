@@ -1,14 +1,18 @@
-//! Backends: their clients (streamable HTTP, legacy SSE, stdio child processes), the registry of them,
-//! and ownership of the reserved `_meta` namespace at the backend edge.
+//! Backends: their clients (streamable HTTP, legacy SSE, stdio child processes), their
+//! health, the registry of them, and ownership of the reserved `_meta` namespace at
+//! the backend edge.
 
-pub mod client;
-pub mod meta;
-pub mod reason;
-pub mod registry;
+mod client;
+mod event;
+mod health;
+pub(crate) mod meta;
+pub(crate) mod reason;
+mod registry;
 pub mod sse;
-pub mod stdio;
+pub(crate) mod stdio;
 
 pub use client::{
-    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind,
+    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
 };
+pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
 pub use registry::BackendRegistry;

@@ -6,8 +6,8 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::{broadcast, watch};
 
 use super::client::{BackendClient, BackendEvent};
+use super::health::HealthSettings;
 use crate::config::BackendConfig;
-use crate::health::HealthSettings;
 
 /// The live set of backends, in sorted-name order.
 ///
@@ -31,7 +31,10 @@ impl std::fmt::Debug for BackendRegistry {
 
 impl BackendRegistry {
     /// A registry with the given backends; no connection is opened yet.
-    pub fn new(configs: impl IntoIterator<Item = BackendConfig>, health: HealthSettings) -> Self {
+    pub(crate) fn new(
+        configs: impl IntoIterator<Item = BackendConfig>,
+        health: HealthSettings,
+    ) -> Self {
         let http = reqwest::Client::builder()
             .pool_max_idle_per_host(64)
             .build()
@@ -90,7 +93,7 @@ impl BackendRegistry {
     }
 
     /// The health settings new backends get.
-    pub fn health_settings(&self) -> HealthSettings {
+    pub(crate) fn health_settings(&self) -> HealthSettings {
         self.health
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -98,7 +101,7 @@ impl BackendRegistry {
     }
 
     /// Replace the health settings of every backend (configuration reload).
-    pub fn set_health_settings(&self, settings: HealthSettings) {
+    pub(crate) fn set_health_settings(&self, settings: HealthSettings) {
         for backend in self.all() {
             backend.health().set_settings(settings.clone());
         }
@@ -131,7 +134,7 @@ impl BackendRegistry {
     }
 
     /// Close every connection.
-    pub async fn close_all(&self) {
+    pub(crate) async fn close_all(&self) {
         for backend in self.all() {
             backend.close().await;
         }

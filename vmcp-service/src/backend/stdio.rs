@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::{broadcast, watch};
 
-use super::client::{BackendEvent, BackendEventKind};
+use super::event::{BackendEvent, BackendEventKind};
 use crate::config::{BackendConfig, find_executable};
 
 /// Variables of the gateway's environment a child inherits; everything else it gets

@@ -5,8 +5,10 @@
 //! backends change. Items are kept sorted by their key so list pages are stable and
 //! lookups are a hash probe.
 
-pub mod conflict;
-pub mod filter;
+pub(crate) mod conflict;
+pub(crate) mod filter;
+mod template;
+mod view;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -15,8 +17,9 @@ use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 
 use crate::backend::BackendCapabilities;
 use crate::config::VmcpConfig;
-use crate::router::UriTemplate;
 use conflict::{Claim, Naming};
+pub use template::{TemplateError, UriTemplate};
+pub(crate) use view::annotations;
 
 /// Where a name leads: a backend and the backend's own name for the capability.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -97,7 +100,7 @@ impl Catalog {
     ///
     /// `reports` may come in any order; it is sorted by backend name first so the
     /// outcome does not depend on which backend answered first.
-    pub fn build(
+    pub(crate) fn build(
         config: &VmcpConfig,
         mut reports: Vec<(Arc<str>, BackendCapabilities)>,
     ) -> (Self, BuildReport) {

@@ -6,6 +6,7 @@
 
 mod hints;
 pub mod schema;
+mod spelling;
 mod stdio;
 mod validate;
 
@@ -81,7 +82,7 @@ pub struct BackendConfig {
     pub url: String,
     /// `streamable-http` (default), `sse` or `stdio`.
     #[serde(default)]
-    pub transport: Option<String>,
+    pub transport: Option<Transport>,
     /// `stdio`: the program to spawn (a path, or a name looked up on `PATH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
@@ -125,13 +126,9 @@ impl Transport {
 }
 
 impl BackendConfig {
-    /// The configured transport (validated values only; defaults to streamable HTTP).
+    /// The configured transport (defaults to streamable HTTP).
     pub fn transport(&self) -> Transport {
-        match self.transport.as_deref() {
-            Some("sse") => Transport::Sse,
-            Some("stdio") => Transport::Stdio,
-            _ => Transport::StreamableHttp,
-        }
+        self.transport.unwrap_or(Transport::StreamableHttp)
     }
 }
 
@@ -141,7 +138,7 @@ impl BackendConfig {
 pub struct AggregationConfig {
     /// `prefix` (default), `priority` or `manual`.
     #[serde(default)]
-    pub conflict_resolution: Option<String>,
+    pub conflict_resolution: Option<Strategy>,
     /// Settings of the chosen strategy.
     #[serde(default)]
     pub conflict_resolution_config: ConflictResolutionConfig,
@@ -279,8 +276,9 @@ pub struct TimeoutsConfig {
     pub discovery: Option<Duration>,
 }
 
-/// The conflict-resolution strategy, after validation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The conflict-resolution strategy (`aggregation.conflictResolution`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Strategy {
     /// Every tool and prompt gets the backend prefix.
     Prefix,
@@ -300,13 +298,11 @@ pub const MAX_PAGE_SIZE: usize = 1000;
 pub const DEFAULT_PREFIX_FORMAT: &str = "{workload}_";
 
 impl VmcpConfig {
-    /// The validated strategy.
+    /// The conflict-resolution strategy (defaults to `prefix`).
     pub fn strategy(&self) -> Strategy {
-        match self.aggregation.conflict_resolution.as_deref() {
-            Some("priority") => Strategy::Priority,
-            Some("manual") => Strategy::Manual,
-            _ => Strategy::Prefix,
-        }
+        self.aggregation
+            .conflict_resolution
+            .unwrap_or(Strategy::Prefix)
     }
 
     /// The prefix format, defaulted.
@@ -373,6 +369,9 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
     if let Some(error) = hints::syntax_error(yaml) {
         return Err(ConfigError::Parse(error));
     }
+    if let Some(errors) = spelling::misspelled_with_the_rest(yaml) {
+        return Err(ConfigError::Invalid(errors));
+    }
     let mut ignored_keys = Vec::new();
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
     // Optional sections show up as `?` segments (`incomingAuth.?.oidc`); drop them.
@@ -409,7 +408,9 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
 
 /// Read, parse and validate a configuration file.
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::Io(format!("cannot read {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
     load_str(&text)
 }

@@ -3,15 +3,20 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{MAX_PAGE_SIZE, VmcpConfig};
+use super::{MAX_PAGE_SIZE, Strategy, Transport, VmcpConfig};
 use crate::names::is_valid_name;
 
 /// Why a configuration could not be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{0}")]
-    Io(String),
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why it could not be read.
+        source: std::io::Error,
+    },
     /// The YAML did not parse into the configuration model.
     #[error("invalid configuration: {0}")]
     Parse(String),
@@ -47,7 +52,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
                 backend.name
             ));
         }
-        let stdio = backend.transport.as_deref() == Some("stdio");
+        let stdio = backend.transport() == Transport::Stdio;
         if stdio {
             super::stdio::check(&field, backend, &mut errors);
         } else if backend.url.is_empty() {
@@ -57,35 +62,20 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         } else if reqwest::Url::parse(&backend.url).is_err() {
             errors.push(format!("{field}.url {:?} is not a valid URL", backend.url));
         }
-        if let Some(transport) = &backend.transport
-            && transport != "sse"
-            && transport != "streamable-http"
-            && transport != "stdio"
-        {
-            errors.push(format!(
-                "{field}.transport must be \"sse\", \"streamable-http\" or \"stdio\" (got {transport:?})"
-            ));
-        } else if !stdio {
+        if !stdio {
             super::stdio::check(&field, backend, &mut errors);
         }
     }
 
     let aggregation = &config.aggregation;
-    let strategy = aggregation.conflict_resolution.as_deref();
-    if let Some(s) = strategy
-        && !matches!(s, "prefix" | "priority" | "manual")
-    {
-        errors.push(format!(
-            "aggregation.conflictResolution must be \"prefix\", \"priority\" or \"manual\" (got {s:?})"
-        ));
-    }
+    let strategy = aggregation.conflict_resolution;
     if let Some(format) = &aggregation.conflict_resolution_config.prefix_format
         && format.is_empty()
     {
         errors.push("aggregation.conflictResolutionConfig.prefixFormat must not be empty".into());
     }
     let order = &aggregation.conflict_resolution_config.priority_order;
-    if strategy == Some("priority") && order.is_empty() {
+    if strategy == Some(Strategy::Priority) && order.is_empty() {
         errors.push(
             "aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\""
                 .into(),
@@ -104,7 +94,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
             ));
         }
     }
-    if strategy == Some("manual") && aggregation.tools.is_empty() {
+    if strategy == Some(Strategy::Manual) && aggregation.tools.is_empty() {
         errors.push(
             "aggregation.tools is required when conflictResolution is \"manual\" (collisions are resolved by overrides)"
                 .into(),
@@ -173,7 +163,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
             }
         }
     }
-    if strategy == Some("manual") {
+    if strategy == Some(Strategy::Manual) {
         for (name, claimants) in &override_names {
             if claimants.len() > 1 {
                 errors.push(format!(
@@ -185,7 +175,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     }
     // Under deny, a priority winner without a tools entry would win a name and then be
     // withheld, silently hiding the loser too.
-    if strategy == Some("priority") && config.default_deny() {
+    if strategy == Some(Strategy::Priority) && config.default_deny() {
         for (i, name) in order.iter().enumerate() {
             if names.contains(name.as_str()) && !workloads.contains(name.as_str()) {
                 errors.push(format!(

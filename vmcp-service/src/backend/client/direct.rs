@@ -1,3 +1,4 @@
+// Over 600 lines: one POST path (request headers, JSON or event-stream answer, typed parse) whose parts share private state; splitting it would scatter one protocol exchange.
 //! Forwarded 2026-07-28 requests sent as one HTTP POST from the caller's own task.
 //!
 //! A Modern backend needs no session, so `tools/call` and `prompts/get` on a Modern

@@ -3,20 +3,23 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::StatusCode;
 use rmcp::service::{ClientInitializeError, ServiceError};
 
 use crate::backend::reason::FailureReason;
+use crate::backend::sse::SseTransportError;
+use crate::backend::stdio::SpawnError;
 
 /// Why a backend operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// The connection could not be opened.
-    #[error("backend {backend:?} is unreachable: {reason}")]
+    #[error("backend {backend:?} is unreachable: {source}")]
     Unreachable {
         /// Backend name.
         backend: Arc<str>,
         /// What went wrong.
-        reason: String,
+        source: OpenError,
     },
     /// The backend answered with a JSON-RPC error.
     #[error("backend {backend:?} returned an error: {error}")]
@@ -35,12 +38,12 @@ pub enum BackendError {
         timeout: Duration,
     },
     /// The transport failed mid-operation.
-    #[error("backend {backend:?} connection failed: {reason}")]
+    #[error("backend {backend:?} connection failed: {}", FailureReason::of(.source))]
     Transport {
         /// Backend name.
         backend: Arc<str>,
         /// What went wrong.
-        reason: String,
+        source: ServiceError,
     },
     /// The backend's circuit breaker is open: the call was not attempted.
     #[error("backend {backend:?} is failing; calls are paused (circuit open)")]
@@ -64,10 +67,12 @@ impl BackendError {
     pub fn summary(&self) -> String {
         match self {
             // The reasons are words from `FailureReason`: no URLs, no type names.
-            BackendError::Unreachable { reason, .. } => reason.clone(),
+            BackendError::Unreachable { source, .. } => source.to_string(),
             BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
             BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
-            BackendError::Transport { reason, .. } => format!("connection failed: {reason}"),
+            BackendError::Transport { source, .. } => {
+                format!("connection failed: {}", FailureReason::of(source))
+            }
             BackendError::CircuitOpen { .. } => "circuit open".into(),
         }
     }
@@ -92,11 +97,97 @@ pub(super) fn is_unreachable(error: &ClientInitializeError) -> bool {
     FailureReason::of(error).is_unreachable()
 }
 
-/// Why a handshake failed, in words, and whether credentials were refused.
-pub(super) fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
-    let reason = FailureReason::of(&error);
-    let refused = error.is_authorization_required()
-        || error.auth_challenge().is_some()
-        || reason == FailureReason::AuthRequired;
-    (reason.to_string(), refused)
+/// Why a backend connection could not be opened. Its text is the cause in words
+/// ([`FailureReason`]): no URLs (they may carry credentials), no type names.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The legacy HTTP+SSE event stream could not be opened.
+    #[error("{}", FailureReason::of(.0))]
+    Sse(#[from] SseTransportError),
+    /// The MCP handshake (`server/discover` or `initialize`) failed.
+    #[error("{}", FailureReason::of(.0))]
+    Handshake(#[from] ClientInitializeError),
+    /// A `stdio` backend's process could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// A `stdio` backend without its process supervisor.
+    #[error("no process supervisor")]
+    NoSupervisor,
+    /// The handshake completed without the server's information.
+    #[error("backend sent no server info")]
+    NoServerInfo,
+}
+
+impl OpenError {
+    /// Whether the backend refused our credentials (HTTP 401 or 403), read from the
+    /// status the transport received.
+    pub fn credentials_refused(&self) -> bool {
+        match self {
+            OpenError::Sse(e) => FailureReason::of(e) == FailureReason::AuthRequired,
+            OpenError::Handshake(e) => {
+                e.is_authorization_required()
+                    || e.auth_challenge().is_some()
+                    || FailureReason::of(e) == FailureReason::AuthRequired
+                    || source_chain(e).any(|s| s.downcast_ref().is_some_and(refused_status))
+            }
+            OpenError::Spawn(_) | OpenError::NoSupervisor | OpenError::NoServerInfo => false,
+        }
+    }
+}
+
+fn refused_status(error: &SseTransportError) -> bool {
+    let status = match error {
+        SseTransportError::ConnectStatus { status, .. }
+        | SseTransportError::PostStatus { status, .. } => *status,
+        _ => return false,
+    };
+    status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN
+}
+
+fn source_chain<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sse::{SseClientConfig, SseClientTransport};
+
+    /// An SSE backend whose GET answers `status`.
+    async fn refusing(status: StatusCode) -> String {
+        let app =
+            axum::Router::new().route("/sse", axum::routing::get(move || async move { status }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/sse", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    async fn open_error(status: StatusCode) -> OpenError {
+        let url = refusing(status).await;
+        let error = SseClientTransport::connect(reqwest::Client::new(), SseClientConfig::new(&url))
+            .await
+            .err()
+            .expect("the GET is refused");
+        OpenError::from(error)
+    }
+
+    #[tokio::test]
+    async fn refused_credentials_are_read_from_the_status() {
+        assert!(
+            open_error(StatusCode::UNAUTHORIZED)
+                .await
+                .credentials_refused()
+        );
+        assert!(
+            open_error(StatusCode::FORBIDDEN)
+                .await
+                .credentials_refused()
+        );
+        let other = open_error(StatusCode::INTERNAL_SERVER_ERROR).await;
+        assert!(!other.credentials_refused(), "{other}");
+        assert!(!OpenError::NoServerInfo.credentials_refused());
+    }
 }

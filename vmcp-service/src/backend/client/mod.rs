@@ -1,3 +1,4 @@
+// Over 600 lines: connecting, revision probing, the retry loop and every call share the private Connection; events, errors, direct forwarding and subscriptions are already split out.
 //! One backend: its long-lived MCP connection, revision, and the calls made on it.
 //!
 //! A [`BackendClient`] holds at most one live rmcp client connection. It is opened on
@@ -23,19 +24,19 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
-use super::reason::FailureReason;
+pub use super::event::{BackendEvent, BackendEventKind};
+use super::health::{BackendHealth, HealthSettings, Source};
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
-use crate::health::{BackendHealth, HealthSettings, Source};
 
 mod direct;
 mod error;
 mod subscriptions;
 
 use direct::DirectHttp;
-pub use error::BackendError;
-use error::{describe_init_error, is_session_expired, is_unreachable};
+pub use error::{BackendError, OpenError};
+use error::{is_session_expired, is_unreachable};
 
 /// The 2026-07-28 error code for a request in a protocol version the server does not
 /// support.
@@ -48,34 +49,6 @@ fn refused_unrun(conn: &Connection, error: &ServiceError) -> bool {
     is_session_expired(error)
         || matches!(error, ServiceError::McpError(e)
             if conn.revision == McpRevision::Modern && e.code.0 == UNSUPPORTED_PROTOCOL_VERSION)
-}
-
-/// A change a backend announced, fanned out to whoever keeps derived state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BackendEvent {
-    /// The backend that sent it.
-    pub backend: Arc<str>,
-    /// What changed.
-    pub kind: BackendEventKind,
-}
-
-/// The kinds of [`BackendEvent`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BackendEventKind {
-    /// `notifications/tools/list_changed`.
-    ToolsChanged,
-    /// `notifications/resources/list_changed` (covers templates too).
-    ResourcesChanged,
-    /// `notifications/prompts/list_changed`.
-    PromptsChanged,
-    /// `notifications/resources/updated` for a URI.
-    ResourceUpdated(String),
-    /// A connection was (re)established.
-    Connected,
-    /// The connection was lost or could not be opened.
-    Disconnected,
-    /// The backend's health status changed.
-    HealthChanged,
 }
 
 /// Everything one backend offers, as it reported it.
@@ -189,7 +162,7 @@ impl std::fmt::Debug for BackendClient {
 
 impl BackendClient {
     /// A client for `config`; nothing is opened until first use.
-    pub fn new(
+    pub(crate) fn new(
         config: BackendConfig,
         http: reqwest::Client,
         events: broadcast::Sender<BackendEvent>,
@@ -220,7 +193,7 @@ impl BackendClient {
 
     /// Check the backend now: connect if needed (which probes its revision), else a
     /// cheap request on the open connection. The outcome feeds [`Self::health`].
-    pub async fn health_check(&self, timeout: Duration) {
+    pub(crate) async fn health_check(&self, timeout: Duration) {
         let started = std::time::Instant::now();
         let result = self
             .run_unrecorded(timeout, |conn| async move {
@@ -318,22 +291,24 @@ impl BackendClient {
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
-            Err((reason, refused)) => {
-                self.auth_refused
-                    .store(refused, std::sync::atomic::Ordering::Relaxed);
+            Err(source) => {
+                self.auth_refused.store(
+                    source.credentials_refused(),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 if had_connection {
                     self.forwarder().emit(BackendEventKind::Disconnected);
                 }
                 Err(BackendError::Unreachable {
                     backend: self.name.clone(),
-                    reason,
+                    source,
                 })
             }
         }
     }
 
-    /// Open a connection; the error says why and whether credentials were refused.
-    async fn open(&self) -> Result<Connection, (String, bool)> {
+    /// Open a connection.
+    async fn open(&self) -> Result<Connection, OpenError> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
@@ -367,10 +342,9 @@ impl BackendClient {
                                 transport(),
                                 rmcp::service::ClientLifecycleMode::Initialize,
                             )
-                            .await
-                            .map_err(describe_init_error)?
+                            .await?
                     }
-                    Err(probe) => return Err(describe_init_error(probe)),
+                    Err(probe) => return Err(probe.into()),
                 }
             }
             Transport::Sse => {
@@ -378,32 +352,16 @@ impl BackendClient {
                     self.http.clone(),
                     SseClientConfig::new(self.config.url.as_str()),
                 )
-                .await
-                .map_err(|e| {
-                    let reason = FailureReason::of(&e);
-                    let refused = reason == FailureReason::AuthRequired;
-                    (reason.to_string(), refused)
-                })?;
-                rmcp::ServiceExt::serve(handler, transport)
-                    .await
-                    .map_err(describe_init_error)?
+                .await?;
+                rmcp::ServiceExt::serve(handler, transport).await?
             }
             Transport::Stdio => {
-                let supervisor = self
-                    .stdio
-                    .as_ref()
-                    .ok_or_else(|| ("no process supervisor".to_owned(), false))?;
-                let transport = supervisor
-                    .spawn(&self.config)
-                    .map_err(|e| (e.to_string(), false))?;
-                rmcp::ServiceExt::serve(handler, transport)
-                    .await
-                    .map_err(describe_init_error)?
+                let supervisor = self.stdio.as_ref().ok_or(OpenError::NoSupervisor)?;
+                let transport = supervisor.spawn(&self.config)?;
+                rmcp::ServiceExt::serve(handler, transport).await?
             }
         };
-        let info = service
-            .peer_info()
-            .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
+        let info = service.peer_info().ok_or(OpenError::NoServerInfo)?;
         let revision = McpRevision::from_version(info.protocol_version.as_str());
         let direct = (revision == McpRevision::Modern
             && self.config.transport() == Transport::StreamableHttp)
@@ -440,7 +398,7 @@ impl BackendClient {
 
     /// Close the connection, if any. A `stdio` backend's process group is gone when
     /// this returns.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let conn = self.connection.lock().await.take();
         if let Some(conn) = &conn {
             conn.service.cancellation_token().cancel();
@@ -479,7 +437,7 @@ impl BackendClient {
                 self.discard(conn).await;
                 BackendError::Transport {
                     backend: self.name.clone(),
-                    reason: FailureReason::of(&other).to_string(),
+                    source: other,
                 }
             }
         }

@@ -1,19 +1,19 @@
-//! Backend health: the status model, the circuit breaker, and the periodic monitor.
+//! Backend health: the status model and the circuit breaker.
 //!
 //! Every backend carries a [`BackendHealth`]. Periodic checks *and* real calls feed
 //! it, so a backend whose calls time out is not "healthy" because its ping works.
 //! Only `healthy` and `degraded` backends are advertised; a flip of that is
 //! announced as a [`BackendEventKind::HealthChanged`] event, which the aggregator
-//! turns into a catalog rebuild (debounced there, never on this path).
+//! turns into a catalog rebuild (debounced there, never on this path). The periodic
+//! checks are run by the aggregator's monitor.
 
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
-use crate::backend::{BackendEvent, BackendEventKind, BackendRegistry};
+use super::{BackendEvent, BackendEventKind};
 use crate::config::FailureHandlingConfig;
 
 /// The health of one backend.
@@ -333,29 +333,6 @@ impl BackendHealth {
                 backend: self.backend.clone(),
                 kind: BackendEventKind::HealthChanged,
             });
-        }
-    }
-}
-
-/// Run periodic health checks on every backend until `shutdown`.
-pub async fn monitor(
-    registry: Arc<BackendRegistry>,
-    settings: impl Fn() -> HealthSettings + Send + 'static,
-    shutdown: CancellationToken,
-) {
-    loop {
-        let current = settings();
-        let checks = registry
-            .all()
-            .into_iter()
-            .map(|backend| async move { backend.health_check(current.timeout).await });
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = futures::future::join_all(checks) => {}
-        }
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tokio::time::sleep(current.interval) => {}
         }
     }
 }
