@@ -32,5 +32,6 @@ pub mod jsonrpc;
 pub mod recovery;
 pub mod stack;
 pub mod telemetry;
+pub mod tls;
 
 pub use context::{BackendTarget, Identity, McpRevision, ParsedMcpRequest};

@@ -5,6 +5,8 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{broadcast, watch};
 
+use vmcp_layers::tls::{CaBundle, TlsError};
+
 use super::client::{BackendClient, BackendEvent};
 use crate::config::BackendConfig;
 use crate::health::HealthSettings;
@@ -32,10 +34,10 @@ impl std::fmt::Debug for BackendRegistry {
 impl BackendRegistry {
     /// A registry with the given backends; no connection is opened yet.
     pub fn new(configs: impl IntoIterator<Item = BackendConfig>, health: HealthSettings) -> Self {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-            .unwrap_or_default();
+        let http = http_client(None).unwrap_or_else(|e| {
+            tracing::error!("{e}; backends use reqwest's default client");
+            reqwest::Client::new()
+        });
         let (events, _) = broadcast::channel(1024);
         let registry = Self {
             backends: RwLock::new(BTreeMap::new()),
@@ -51,13 +53,30 @@ impl BackendRegistry {
     }
 
     fn insert(&self, config: BackendConfig) -> Option<Arc<BackendClient>> {
+        let http = self.http_for(&config);
         let client = Arc::new(BackendClient::new(
             config,
-            self.http.clone(),
+            http,
             self.events.clone(),
             self.health_settings(),
         ));
         self.write().insert(client.name().to_string(), client)
+    }
+
+    /// The shared client, or for a backend with its own `caBundlePath` a client that
+    /// also trusts that bundle. The bundle was checked at load; if it has gone since,
+    /// the backend keeps the default trust and its TLS failure shows in `/status`.
+    fn http_for(&self, config: &BackendConfig) -> reqwest::Client {
+        let Some(path) = &config.ca_bundle_path else {
+            return self.http.clone();
+        };
+        match CaBundle::load(path).and_then(|bundle| http_client(Some(&bundle))) {
+            Ok(client) => client,
+            Err(e) => {
+                tracing::error!(backend = %config.name, "backends[].caBundlePath: {e}");
+                self.http.clone()
+            }
+        }
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<BackendClient>>> {
@@ -136,4 +155,9 @@ impl BackendRegistry {
             backend.close().await;
         }
     }
+}
+
+/// A backend HTTP client: the shared TLS rules plus `extra` trust anchors.
+fn http_client(extra: Option<&CaBundle>) -> Result<reqwest::Client, TlsError> {
+    vmcp_layers::tls::http_client(reqwest::Client::builder().pool_max_idle_per_host(64), extra)
 }

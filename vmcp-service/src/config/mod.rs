@@ -65,6 +65,10 @@ pub struct BackendConfig {
     /// `streamable-http` (default) or `sse`.
     #[serde(default)]
     pub transport: Option<String>,
+    /// Extra CA certificates (PEM, absolute path) trusted for this backend's
+    /// `https://` URL, besides the platform and webpki roots.
+    #[serde(default)]
+    pub ca_bundle_path: Option<std::path::PathBuf>,
     /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,

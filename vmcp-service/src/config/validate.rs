@@ -62,6 +62,11 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
                 "{field}.transport must be \"sse\" or \"streamable-http\" (got {transport:?})"
             ));
         }
+        vmcp_layers::tls::validate_ca_path(
+            &format!("{field}.caBundlePath"),
+            backend.ca_bundle_path.as_deref(),
+            &mut errors,
+        );
     }
 
     let aggregation = &config.aggregation;

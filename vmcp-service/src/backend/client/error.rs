@@ -16,6 +16,15 @@ pub enum BackendError {
         /// What went wrong.
         reason: String,
     },
+    /// The TLS handshake failed (an untrusted or expired certificate, a wrong host
+    /// name, a server that is not TLS).
+    #[error("backend {backend:?} is unreachable: {reason}")]
+    Tls {
+        /// Backend name.
+        backend: Arc<str>,
+        /// What went wrong, in words (no URL, no certificate contents).
+        reason: String,
+    },
     /// The backend answered with a JSON-RPC error.
     #[error("backend {backend:?} returned an error: {error}")]
     Mcp {
@@ -62,6 +71,7 @@ impl BackendError {
     pub fn summary(&self) -> String {
         match self {
             BackendError::Unreachable { .. } => "unreachable".into(),
+            BackendError::Tls { reason, .. } => reason.clone(),
             BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
             BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
             BackendError::Transport { .. } => "connection failed".into(),
@@ -98,7 +108,42 @@ pub(super) fn is_unreachable(error: &ClientInitializeError) -> bool {
     false
 }
 
-pub(super) fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub(super) struct OpenFailure {
+    /// The full error text (for logs; may contain the URL).
+    pub(super) reason: String,
+    /// The backend refused our credentials (401/403).
+    pub(super) refused: bool,
+    /// The TLS failure in words, when that is what failed.
+    pub(super) tls: Option<String>,
+}
+
+impl OpenFailure {
+    pub(super) fn other(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            refused: false,
+            tls: None,
+        }
+    }
+
+    pub(super) fn into_error(self, backend: Arc<str>) -> BackendError {
+        match self.tls {
+            Some(reason) => BackendError::Tls { backend, reason },
+            None => BackendError::Unreachable {
+                backend,
+                reason: self.reason,
+            },
+        }
+    }
+}
+
+pub(super) fn describe_init_error(error: ClientInitializeError) -> OpenFailure {
     let refused = error.is_authorization_required() || error.auth_challenge().is_some();
-    (error.to_string(), refused)
+    OpenFailure {
+        tls: vmcp_layers::tls::describe(&error),
+        reason: error.to_string(),
+        refused,
+    }
 }

@@ -33,7 +33,7 @@ mod subscriptions;
 
 use direct::DirectHttp;
 pub use error::BackendError;
-use error::{describe_init_error, is_session_expired, is_unreachable};
+use error::{OpenFailure, describe_init_error, is_session_expired, is_unreachable};
 
 /// The 2026-07-28 error code for a request in a protocol version the server does not
 /// support.
@@ -306,22 +306,19 @@ impl BackendClient {
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
-            Err((reason, refused)) => {
+            Err(failure) => {
                 self.auth_refused
-                    .store(refused, std::sync::atomic::Ordering::Relaxed);
+                    .store(failure.refused, std::sync::atomic::Ordering::Relaxed);
                 if had_connection {
                     self.forwarder().emit(BackendEventKind::Disconnected);
                 }
-                Err(BackendError::Unreachable {
-                    backend: self.name.clone(),
-                    reason,
-                })
+                Err(failure.into_error(self.name.clone()))
             }
         }
     }
 
     /// Open a connection; the error says why and whether credentials were refused.
-    async fn open(&self) -> Result<Connection, (String, bool)> {
+    async fn open(&self) -> Result<Connection, OpenFailure> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
@@ -370,7 +367,11 @@ impl BackendClient {
                 .map_err(|e| {
                     let text = e.to_string();
                     let refused = text.contains(" 401") || text.contains(" 403");
-                    (text, refused)
+                    OpenFailure {
+                        tls: vmcp_layers::tls::describe(&e),
+                        reason: text,
+                        refused,
+                    }
                 })?;
                 rmcp::ServiceExt::serve(handler, transport)
                     .await
@@ -379,7 +380,7 @@ impl BackendClient {
         };
         let info = service
             .peer_info()
-            .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
+            .ok_or_else(|| OpenFailure::other("backend sent no server info"))?;
         let revision = McpRevision::from_version(info.protocol_version.as_str());
         let direct = (revision == McpRevision::Modern
             && self.config.transport() == Transport::StreamableHttp)
