@@ -12,3 +12,4 @@ mod filtering;
 mod live;
 mod pagination;
 mod pipeline;
+mod tls;

@@ -6,6 +6,7 @@ Mcp-Session-Id) and modern stateless clients (per-request `_meta`, server/discov
 Usage:
     .peers/venv/bin/python tests/peers/py_backend.py --port PORT --name NAME [--tool-prefix P]
         [--page-size N] [--ttl-ms MS] [--cache-scope private|public] [--log-level LEVEL]
+        [--ssl-certfile CERT.pem --ssl-keyfile KEY.pem]   (HTTPS instead of HTTP)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
 line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
@@ -71,12 +72,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--page-size", type=int, default=0, help="paginate list results (0 = no pagination)")
     p.add_argument("--ttl-ms", type=int, default=0, help="ttlMs hint on cacheable results (2026-07-28)")
     p.add_argument("--cache-scope", choices=["private", "public"], default="private")
+    p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
+    p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     args = p.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9._~-]+", args.name):
         p.error("--name must match [A-Za-z0-9._~-]+ (it is used as a URI authority)")
     if args.page_size < 0:
         p.error("--page-size must be >= 0")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        p.error("--ssl-certfile and --ssl-keyfile go together")
     return args
 
 
@@ -209,7 +214,7 @@ class _Server(uvicorn.Server):
             captured.clear()
 
 
-async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
+async def serve(mcp: MCPServer, port: int, log_level: str, ssl_certfile: str | None, ssl_keyfile: str | None) -> None:
     app = mcp.streamable_http_app(host=HOST)  # also enables Host/Origin (DNS-rebinding) checks for loopback
     config = uvicorn.Config(
         app,
@@ -218,6 +223,8 @@ async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
         log_level=log_level.lower(),
         timeout_graceful_shutdown=2,  # don't hang on open legacy GET/SSE streams at SIGTERM
         lifespan="on",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
     )
     server = _Server(config)
 
@@ -239,7 +246,7 @@ async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     mcp = build_server(args)
-    anyio.run(serve, mcp, args.port, args.log_level)
+    anyio.run(serve, mcp, args.port, args.log_level, args.ssl_certfile, args.ssl_keyfile)
     return 0
 
 

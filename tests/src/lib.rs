@@ -8,6 +8,7 @@
 
 pub mod idp;
 pub mod stacked;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -112,9 +113,14 @@ pub async fn py_backend_on(port: u16, name: &str, extra: &[&str]) -> Peer {
         .strip_prefix("READY ")
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("unexpected py_backend.py line: {line}"));
+    let scheme = if extra.contains(&"--ssl-certfile") {
+        "https"
+    } else {
+        "http"
+    };
     Peer {
         child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
+        url: format!("{scheme}://127.0.0.1:{port}/mcp"),
         port,
     }
 }

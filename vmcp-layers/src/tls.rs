@@ -230,13 +230,14 @@ pub fn describe(error: &(dyn std::error::Error + 'static)) -> Option<String> {
             return Some(describe_rustls(tls));
         }
         // io::Error::source skips the error it wraps, and rustls errors arrive
-        // wrapped in one.
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+        // wrapped in one (or two: hyper-util wraps the handshake's io::Error again).
+        source = match e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
         {
-            return Some(describe_rustls(tls));
-        }
-        source = e.source();
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
     }
     None
 }
@@ -315,7 +316,8 @@ mod tests {
     #[test]
     fn unknown_issuer_reads_as_words_through_io_wrapping() {
         let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer);
-        let io = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        let inner = std::io::Error::new(std::io::ErrorKind::InvalidData, tls);
+        let io = std::io::Error::other(inner);
         assert_eq!(
             describe(&io).as_deref(),
             Some("certificate not trusted: unknown issuer")

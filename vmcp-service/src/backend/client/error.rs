@@ -139,10 +139,27 @@ impl OpenFailure {
     }
 }
 
+/// The transport's own error inside a failed handshake: rmcp keeps it in fields that
+/// `source()` does not expose, and the TLS cause is only found below it.
+fn transport_cause(error: &ClientInitializeError) -> Option<&(dyn std::error::Error + 'static)> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    match error {
+        ClientInitializeError::TransportError { error, .. } => {
+            let inner: &(dyn std::error::Error + 'static) = &*error.error;
+            match inner.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(e)) => Some(e),
+                _ => Some(inner),
+            }
+        }
+        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => transport_cause(fallback),
+        _ => None,
+    }
+}
+
 pub(super) fn describe_init_error(error: ClientInitializeError) -> OpenFailure {
     let refused = error.is_authorization_required() || error.auth_challenge().is_some();
     OpenFailure {
-        tls: vmcp_layers::tls::describe(&error),
+        tls: transport_cause(&error).and_then(vmcp_layers::tls::describe),
         reason: error.to_string(),
         refused,
     }
