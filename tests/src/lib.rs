@@ -46,6 +46,16 @@ fn python() -> PathBuf {
     peers_dir().join("venv/bin/python")
 }
 
+/// The SHA-256 of `text`, lower-case hex (what `py_backend.py --echo-headers` answers
+/// for each header value).
+pub fn sha256_hex(text: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -8,7 +8,7 @@ use tokio::sync::{broadcast, watch};
 use vmcp_layers::tls::{CaBundle, TlsError};
 
 use super::client::{BackendClient, BackendEvent};
-use crate::config::BackendConfig;
+use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig};
 use crate::health::HealthSettings;
 
 /// The live set of backends, in sorted-name order.
@@ -21,6 +21,8 @@ pub struct BackendRegistry {
     events: broadcast::Sender<BackendEvent>,
     version: watch::Sender<u64>,
     health: std::sync::Mutex<HealthSettings>,
+    /// `outgoingAuth`, applied to backends inserted from now on.
+    outgoing: std::sync::Mutex<OutgoingAuthConfig>,
 }
 
 impl std::fmt::Debug for BackendRegistry {
@@ -34,6 +36,15 @@ impl std::fmt::Debug for BackendRegistry {
 impl BackendRegistry {
     /// A registry with the given backends; no connection is opened yet.
     pub fn new(configs: impl IntoIterator<Item = BackendConfig>, health: HealthSettings) -> Self {
+        Self::with_outgoing_auth(configs, health, OutgoingAuthConfig::default())
+    }
+
+    /// A registry whose backends authenticate as `outgoing` says.
+    pub fn with_outgoing_auth(
+        configs: impl IntoIterator<Item = BackendConfig>,
+        health: HealthSettings,
+        outgoing: OutgoingAuthConfig,
+    ) -> Self {
         let http = http_client(None).unwrap_or_else(|e| {
             tracing::error!("{e}; backends use reqwest's default client");
             reqwest::Client::new()
@@ -45,6 +56,7 @@ impl BackendRegistry {
             events,
             version: watch::Sender::new(0),
             health: std::sync::Mutex::new(health),
+            outgoing: std::sync::Mutex::new(outgoing),
         };
         for config in configs {
             registry.insert(config);
@@ -63,20 +75,51 @@ impl BackendRegistry {
         self.write().insert(client.name().to_string(), client)
     }
 
-    /// The shared client, or for a backend with its own `caBundlePath` a client that
-    /// also trusts that bundle. The bundle was checked at load; if it has gone since,
-    /// the backend keeps the default trust and its TLS failure shows in `/status`.
+    /// The shared client, or for a backend with its own `caBundlePath` or injected
+    /// headers a client of its own. Both were checked at load; if the bundle or the
+    /// environment variable has gone since, the backend goes without (its TLS or 401
+    /// failure shows in `/status`) and the reason is logged, never the value.
     fn http_for(&self, config: &BackendConfig) -> reqwest::Client {
-        let Some(path) = &config.ca_bundle_path else {
-            return self.http.clone();
-        };
-        match CaBundle::load(path).and_then(|bundle| http_client(Some(&bundle))) {
-            Ok(client) => client,
-            Err(e) => {
-                tracing::error!(backend = %config.name, "backends[].caBundlePath: {e}");
-                self.http.clone()
+        let strategy = self.outgoing_auth(&config.name);
+        let headers = match strategy.as_ref().map(|s| s.headers("outgoingAuth")) {
+            Some(Ok(headers)) => headers,
+            Some(Err(e)) => {
+                tracing::error!(backend = %config.name, "{e}");
+                http::HeaderMap::new()
             }
+            None => http::HeaderMap::new(),
+        };
+        if config.ca_bundle_path.is_none() && headers.is_empty() {
+            return self.http.clone();
         }
+        let bundle = match config.ca_bundle_path.as_deref().map(CaBundle::load) {
+            Some(Ok(bundle)) => Some(bundle),
+            Some(Err(e)) => {
+                tracing::error!(backend = %config.name, "backends[].caBundlePath: {e}");
+                None
+            }
+            None => None,
+        };
+        let builder = backend_client_builder().default_headers(headers);
+        vmcp_layers::tls::http_client(builder, bundle.as_ref()).unwrap_or_else(|e| {
+            tracing::error!(backend = %config.name, "{e}");
+            self.http.clone()
+        })
+    }
+
+    /// The `outgoingAuth` strategy of backend `name` (its own, else the default).
+    pub fn outgoing_auth(&self, name: &str) -> Option<BackendAuthConfig> {
+        self.outgoing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .resolve(name)
+            .cloned()
+    }
+
+    /// Replace `outgoingAuth` for backends inserted from now on (reload re-inserts
+    /// those whose strategy changed).
+    pub fn set_outgoing_auth(&self, outgoing: OutgoingAuthConfig) {
+        *self.outgoing.lock().unwrap_or_else(|e| e.into_inner()) = outgoing;
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<BackendClient>>> {
@@ -157,7 +200,11 @@ impl BackendRegistry {
     }
 }
 
+fn backend_client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().pool_max_idle_per_host(64)
+}
+
 /// A backend HTTP client: the shared TLS rules plus `extra` trust anchors.
 fn http_client(extra: Option<&CaBundle>) -> Result<reqwest::Client, TlsError> {
-    vmcp_layers::tls::http_client(reqwest::Client::builder().pool_max_idle_per_host(64), extra)
+    vmcp_layers::tls::http_client(backend_client_builder(), extra)
 }

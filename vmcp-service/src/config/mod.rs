@@ -4,6 +4,7 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod outgoing;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use outgoing::{BackendAuthConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret};
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
@@ -42,6 +44,9 @@ pub struct VmcpConfig {
     /// OpenTelemetry and Prometheus.
     #[serde(default)]
     pub telemetry: Option<vmcp_layers::telemetry::TelemetryConfig>,
+    /// How the gateway authenticates to backends.
+    #[serde(default)]
+    pub outgoing_auth: Option<OutgoingAuthConfig>,
 }
 
 impl VmcpConfig {
