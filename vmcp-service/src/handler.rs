@@ -109,7 +109,6 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
             None,
         ),
         BackendError::Unreachable { backend, reason }
-        | BackendError::Tls { backend, reason }
         | BackendError::Transport { backend, reason } => {
             tracing::warn!(%backend, "backend call failed: {reason}");
             ErrorData::internal_error(format!("backend {backend:?} is unavailable"), None)

@@ -26,6 +26,7 @@ pub mod router;
 pub mod service;
 pub mod sessions;
 pub mod status;
+pub mod ui;
 pub mod view;
 
 pub use config::VmcpConfig;

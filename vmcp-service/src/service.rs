@@ -135,10 +135,18 @@ impl Vmcp {
         &self.aggregator
     }
 
-    /// The status routes (`/health`, `/ping`, `/readyz`, `/status`) to mount next to
-    /// the MCP endpoint.
+    /// The status routes (`/health`, `/ping`, `/readyz`, `/status`, and `/ui` when
+    /// `ui.enabled`) to mount next to the MCP endpoint.
     pub fn status_router(&self) -> axum::Router {
-        crate::status::router(self.aggregator.clone())
+        let status = crate::status::router(self.aggregator.clone());
+        if self.aggregator.config().ui.enabled {
+            status.merge(crate::ui::router(
+                self.aggregator.clone(),
+                self.shutdown.child_token(),
+            ))
+        } else {
+            status
+        }
     }
 
     /// Apply a new configuration without a restart: backends that are new or changed
@@ -236,6 +244,15 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let inner = self.inner.clone();
-        Box::pin(async move { Ok(inner.handle(req).await) })
+        let delete = req.method() == http::Method::DELETE;
+        Box::pin(async move {
+            let mut response = inner.handle(req).await;
+            // rmcp answers a session DELETE with 202, which clients (the Python SDK
+            // among them) take as failure: they expect 200 or 204 (or 405).
+            if delete && response.status() == http::StatusCode::ACCEPTED {
+                *response.status_mut() = http::StatusCode::NO_CONTENT;
+            }
+            Ok(response)
+        })
     }
 }

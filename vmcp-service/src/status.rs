@@ -43,7 +43,7 @@ pub struct BackendStatus {
     pub name: String,
     /// Health status.
     pub health: HealthStatus,
-    /// `streamable-http` or `sse`.
+    /// `streamable-http`, `sse` or `stdio`.
     pub transport: &'static str,
     /// How the gateway authenticates to it.
     pub auth_type: &'static str,
@@ -57,6 +57,9 @@ pub struct BackendStatus {
     pub circuit: CircuitState,
     /// Consecutive failures.
     pub consecutive_failures: u32,
+    /// A `stdio` backend's child process (never its command line or environment).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process: Option<crate::backend::stdio::ProcessStatus>,
 }
 
 /// The whole status document served at `/status`.
@@ -99,6 +102,7 @@ impl Status {
                     last_error: health.last_error,
                     circuit: health.circuit,
                     consecutive_failures: health.consecutive_failures,
+                    process: b.process(),
                 }
             })
             .collect();
@@ -128,7 +132,8 @@ pub trait StatusReporter: Send + Sync + 'static {
     fn report(&self, status: &Status);
 }
 
-/// Logs the status: phase at info, each unadvertisable backend at warn.
+/// Logs the status at debug: health changes and failures are logged where they
+/// happen (once per change), so this would only repeat them every interval.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LoggingReporter;
 
@@ -139,9 +144,9 @@ impl StatusReporter for LoggingReporter {
             .iter()
             .filter(|b| b.health.advertisable())
             .count();
-        tracing::info!(phase = ?status.phase, up, total = status.backends.len(), "vmcp status");
+        tracing::debug!(phase = ?status.phase, up, total = status.backends.len(), "vmcp status");
         for b in status.backends.iter().filter(|b| !b.health.advertisable()) {
-            tracing::warn!(backend = %b.name, health = ?b.health, last_error = b.last_error.as_deref().unwrap_or(""), "backend not advertised");
+            tracing::debug!(backend = %b.name, health = ?b.health, last_error = b.last_error.as_deref().unwrap_or(""), "backend not advertised");
         }
     }
 }

@@ -4,7 +4,10 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod hints;
 mod outgoing;
+pub mod schema;
+mod stdio;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -13,11 +16,13 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use hints::ignored_key_warning;
 pub use outgoing::{BackendAuthConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret};
+pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VmcpConfig {
     /// Name of this virtual server; advertised as `serverInfo.name`.
@@ -47,6 +52,18 @@ pub struct VmcpConfig {
     /// How the gateway authenticates to backends.
     #[serde(default)]
     pub outgoing_auth: Option<OutgoingAuthConfig>,
+    /// The read-only status page at `/ui`.
+    #[serde(default)]
+    pub ui: UiConfig,
+}
+
+/// `ui:` — the status page (read when the gateway starts; a reload does not change it).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UiConfig {
+    /// Serve the status page at `/ui` next to `/status` (`vmcp serve --ui` sets it).
+    #[serde(default)]
+    pub enabled: bool,
 }
 
 impl VmcpConfig {
@@ -58,29 +75,41 @@ impl VmcpConfig {
 }
 
 /// One inline backend.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendConfig {
     /// Unique backend name (the `{workload}` of prefixes and policies).
     #[serde(default)]
     pub name: String,
-    /// The backend's MCP endpoint (`http://` or `https://`).
+    /// The backend's MCP endpoint (`http://` or `https://`); empty for `stdio`.
     #[serde(default)]
     pub url: String,
-    /// `streamable-http` (default) or `sse`.
+    /// `streamable-http` (default), `sse` or `stdio`.
     #[serde(default)]
     pub transport: Option<String>,
     /// Extra CA certificates (PEM, absolute path) trusted for this backend's
     /// `https://` URL, besides the platform and webpki roots.
     #[serde(default)]
     pub ca_bundle_path: Option<std::path::PathBuf>,
+    /// `stdio`: the program to spawn (a path, or a name looked up on `PATH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// `stdio`: its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// `stdio`: its environment (the gateway's own is not inherited; see `stdio`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, EnvValue>,
+    /// `stdio`: its working directory (default: the gateway's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<std::path::PathBuf>,
     /// Free-form labels (kept for compatibility with the reference's files).
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
 }
 
 /// The transport used to reach a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Transport {
     /// Streamable HTTP (both MCP revisions).
     #[serde(rename = "streamable-http")]
@@ -88,6 +117,9 @@ pub enum Transport {
     /// The legacy HTTP+SSE two-endpoint transport (always MCP 2025-11-25).
     #[serde(rename = "sse")]
     Sse,
+    /// A local child process spoken to over stdin/stdout (always MCP 2025-11-25).
+    #[serde(rename = "stdio")]
+    Stdio,
 }
 
 impl Transport {
@@ -96,6 +128,7 @@ impl Transport {
         match self {
             Transport::StreamableHttp => "streamable-http",
             Transport::Sse => "sse",
+            Transport::Stdio => "stdio",
         }
     }
 }
@@ -105,13 +138,14 @@ impl BackendConfig {
     pub fn transport(&self) -> Transport {
         match self.transport.as_deref() {
             Some("sse") => Transport::Sse,
+            Some("stdio") => Transport::Stdio,
             _ => Transport::StreamableHttp,
         }
     }
 }
 
 /// `aggregation:` — conflict resolution, filtering and overrides.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AggregationConfig {
     /// `prefix` (default), `priority` or `manual`.
@@ -135,7 +169,7 @@ pub struct AggregationConfig {
 }
 
 /// `aggregation.conflictResolutionConfig`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConflictResolutionConfig {
     /// Prefix template; `{workload}` is replaced by the backend name. Default `{workload}_`.
@@ -147,7 +181,7 @@ pub struct ConflictResolutionConfig {
 }
 
 /// One entry of `aggregation.tools`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadToolsConfig {
     /// The backend this entry configures.
@@ -165,7 +199,7 @@ pub struct WorkloadToolsConfig {
 }
 
 /// A per-tool override, applied before conflict resolution.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOverride {
     /// New advertised name.
@@ -181,7 +215,7 @@ pub struct ToolOverride {
 }
 
 /// `operational:` — timeouts and failure handling.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationalConfig {
     /// Timeouts for backend operations.
@@ -193,23 +227,27 @@ pub struct OperationalConfig {
 }
 
 /// `operational.failureHandling`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureHandlingConfig {
     /// Time between health checks of each backend. Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub health_check_interval: Option<Duration>,
     /// Consecutive failures (checks or calls) that make a backend unhealthy. Default 3.
     #[serde(default)]
     pub unhealthy_threshold: Option<u32>,
     /// Bound on one health check. Default 10s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub health_check_timeout: Option<Duration>,
     /// Latency above which a successful answer counts as degraded. Default 5s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub degraded_threshold: Option<Duration>,
     /// How often the status is reported to the status reporters. Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub status_reporting_interval: Option<Duration>,
     /// The circuit breaker (off unless `enabled`).
     #[serde(default)]
@@ -217,7 +255,7 @@ pub struct FailureHandlingConfig {
 }
 
 /// `operational.failureHandling.circuitBreaker`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CircuitBreakerConfig {
     /// Turn the breaker on.
@@ -228,21 +266,25 @@ pub struct CircuitBreakerConfig {
     pub failure_threshold: Option<u32>,
     /// How long the circuit stays open before one probe is let through. Default 60s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<Duration>,
 }
 
 /// `operational.timeouts`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeoutsConfig {
     /// Bound on one backend call (`tools/call`, `resources/read`, …). Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub default: Option<Duration>,
     /// Per-backend call bounds overriding `default`.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub per_workload: BTreeMap<String, humantime_serde::Serde<Duration>>,
     /// Bound on one backend's share of an aggregation fan-out (connect + list). Default 10s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub discovery: Option<Duration>,
 }
 
@@ -337,6 +379,9 @@ pub struct Loaded {
 /// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
 /// are collected by [`validate`] and all reported at once.
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    if let Some(error) = hints::syntax_error(yaml) {
+        return Err(ConfigError::Parse(error));
+    }
     let mut ignored_keys = Vec::new();
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
     // Optional sections show up as `?` segments (`incomingAuth.?.oidc`); drop them.
@@ -358,7 +403,13 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
             ));
         }
     };
-    validate(&config)?;
+    match validate(&config) {
+        Err(ConfigError::Invalid(mut errors)) => {
+            hints::annotate_required(&mut errors, &hints::misspellings(&ignored_keys));
+            return Err(ConfigError::Invalid(errors));
+        }
+        other => other?,
+    }
     Ok(Loaded {
         config,
         ignored_keys,

@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
 /// `outgoingAuth:`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutgoingAuthConfig {
     /// `inline` (default): strategies come from this section. `discovered` (from a
@@ -27,7 +27,7 @@ pub struct OutgoingAuthConfig {
 }
 
 /// One backend's strategy.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendAuthConfig {
     /// `unauthenticated` or `header_injection`.
@@ -39,7 +39,7 @@ pub struct BackendAuthConfig {
 }
 
 /// `headerInjection:` — one static header on every request to the backend.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HeaderInjectionConfig {
     /// The header, e.g. `Authorization` or `X-Api-Key`.
@@ -54,7 +54,7 @@ pub struct HeaderInjectionConfig {
 }
 
 /// A configured secret: never shown by `Debug` or written back by `Serialize`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
 pub struct Secret(String);
 

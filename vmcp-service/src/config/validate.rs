@@ -47,7 +47,10 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
                 backend.name
             ));
         }
-        if backend.url.is_empty() {
+        let stdio = backend.transport.as_deref() == Some("stdio");
+        if stdio {
+            super::stdio::check(&field, backend, &mut errors);
+        } else if backend.url.is_empty() {
             errors.push(format!("{field}.url is required"));
         } else if !(backend.url.starts_with("http://") || backend.url.starts_with("https://")) {
             errors.push(format!("{field}.url must start with http:// or https://"));
@@ -57,10 +60,13 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         if let Some(transport) = &backend.transport
             && transport != "sse"
             && transport != "streamable-http"
+            && transport != "stdio"
         {
             errors.push(format!(
-                "{field}.transport must be \"sse\" or \"streamable-http\" (got {transport:?})"
+                "{field}.transport must be \"sse\", \"streamable-http\" or \"stdio\" (got {transport:?})"
             ));
+        } else if !stdio {
+            super::stdio::check(&field, backend, &mut errors);
         }
         vmcp_layers::tls::validate_ca_path(
             &format!("{field}.caBundlePath"),
@@ -291,11 +297,12 @@ mod tests {
     #[test]
     fn names_the_offending_backend_fields() {
         let errs = errors(
-            "backends:\n  - {name: a, url: ftp://x, transport: stdio}\n  - {name: a, url: http://127.0.0.1:1/mcp}\n  - {url: http://x}\n",
+            "backends:\n  - {name: a, url: ftp://x, transport: websocket}\n  - {name: a, url: http://127.0.0.1:1/mcp}\n  - {url: http://x}\n",
         );
         assert!(errs.contains(&"backends[0].url must start with http:// or https://".into()));
         assert!(errs.contains(
-            &"backends[0].transport must be \"sse\" or \"streamable-http\" (got \"stdio\")".into()
+            &"backends[0].transport must be \"sse\", \"streamable-http\" or \"stdio\" (got \"websocket\")"
+                .into()
         ));
         assert!(errs.contains(&"backends[1].name \"a\" is used by another backend".into()));
         assert!(errs.contains(&"backends[2].name is required".into()));
@@ -407,5 +414,34 @@ audit: {component: vmcp-server, eventTypes: [mcp_tool_call], includeRequestData:
         assert_eq!(loaded.config.call_timeout("a").as_secs(), 60);
         assert_eq!(loaded.config.call_timeout("b").as_secs(), 45);
         assert_eq!(loaded.config.discovery_timeout().as_secs(), 2);
+    }
+
+    #[test]
+    fn stdio_backends_need_an_existing_command_and_no_url() {
+        let errs = errors(
+            "backends:\n  - {name: a, transport: stdio, command: no-such-program-vmcp, url: http://x}\n  - {name: b, transport: stdio}\n  - {name: c, transport: stdio, command: ./missing, env: {T: {fromEnv: VMCP_TEST_SURELY_UNSET}}}\n  - {name: d, url: http://127.0.0.1:1/mcp, command: sh, args: [x]}\n",
+        );
+        for expected in [
+            "backends[0].command \"no-such-program-vmcp\" was not found on PATH",
+            "backends[0].url is not used with transport: stdio",
+            "backends[1].command is required with transport: stdio",
+            "backends[2].command \"./missing\" is not an executable file",
+            "backends[2].env.T.fromEnv: the gateway's environment has no VMCP_TEST_SURELY_UNSET",
+            "backends[3].command is only used with transport: stdio",
+            "backends[3].args is only used with transport: stdio",
+        ] {
+            assert!(errs.contains(&expected.to_owned()), "{expected}: {errs:?}");
+        }
+        let ok = load_str(
+            "backends:\n  - {name: a, transport: stdio, command: sh, args: [-c, 'exit 0'], env: {A: literal, P: {fromEnv: PATH}}}\n",
+        )
+        .expect("valid stdio backend");
+        let backend = &ok.config.backends[0];
+        assert_eq!(
+            backend.env["A"],
+            super::super::EnvValue::Literal("literal".into())
+        );
+        // Values never show in debug output (logs of the config).
+        assert!(!format!("{backend:?}").contains("literal"));
     }
 }

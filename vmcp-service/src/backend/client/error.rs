@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rmcp::service::{ClientInitializeError, ServiceError};
 
+use crate::backend::reason::FailureReason;
+
 /// Why a backend operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -14,15 +16,6 @@ pub enum BackendError {
         /// Backend name.
         backend: Arc<str>,
         /// What went wrong.
-        reason: String,
-    },
-    /// The TLS handshake failed (an untrusted or expired certificate, a wrong host
-    /// name, a server that is not TLS).
-    #[error("backend {backend:?} is unreachable: {reason}")]
-    Tls {
-        /// Backend name.
-        backend: Arc<str>,
-        /// What went wrong, in words (no URL, no certificate contents).
         reason: String,
     },
     /// The backend answered with a JSON-RPC error.
@@ -70,11 +63,11 @@ impl BackendError {
     /// A description for status reporting: no URLs, no tokens.
     pub fn summary(&self) -> String {
         match self {
-            BackendError::Unreachable { .. } => "unreachable".into(),
-            BackendError::Tls { reason, .. } => reason.clone(),
+            // The reasons are words from `FailureReason`: no URLs, no type names.
+            BackendError::Unreachable { reason, .. } => reason.clone(),
             BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
             BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
-            BackendError::Transport { .. } => "connection failed".into(),
+            BackendError::Transport { reason, .. } => format!("connection failed: {reason}"),
             BackendError::CircuitOpen { .. } => "circuit open".into(),
         }
     }
@@ -96,71 +89,14 @@ pub(super) fn is_session_expired(error: &ServiceError) -> bool {
 
 /// Whether a failed handshake never reached a server (nothing to retry).
 pub(super) fn is_unreachable(error: &ClientInitializeError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(e) = e.downcast_ref::<reqwest::Error>()
-            && (e.is_connect() || e.is_timeout())
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
+    FailureReason::of(error).is_unreachable()
 }
 
-/// Why a connection could not be opened.
-#[derive(Debug)]
-pub(super) struct OpenFailure {
-    /// The full error text (for logs; may contain the URL).
-    pub(super) reason: String,
-    /// The backend refused our credentials (401/403).
-    pub(super) refused: bool,
-    /// The TLS failure in words, when that is what failed.
-    pub(super) tls: Option<String>,
-}
-
-impl OpenFailure {
-    pub(super) fn other(reason: impl Into<String>) -> Self {
-        Self {
-            reason: reason.into(),
-            refused: false,
-            tls: None,
-        }
-    }
-
-    pub(super) fn into_error(self, backend: Arc<str>) -> BackendError {
-        match self.tls {
-            Some(reason) => BackendError::Tls { backend, reason },
-            None => BackendError::Unreachable {
-                backend,
-                reason: self.reason,
-            },
-        }
-    }
-}
-
-/// The transport's own error inside a failed handshake: rmcp keeps it in fields that
-/// `source()` does not expose, and the TLS cause is only found below it.
-fn transport_cause(error: &ClientInitializeError) -> Option<&(dyn std::error::Error + 'static)> {
-    use rmcp::transport::streamable_http_client::StreamableHttpError;
-    match error {
-        ClientInitializeError::TransportError { error, .. } => {
-            let inner: &(dyn std::error::Error + 'static) = &*error.error;
-            match inner.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
-                Some(StreamableHttpError::Client(e)) => Some(e),
-                _ => Some(inner),
-            }
-        }
-        ClientInitializeError::LegacyFallbackFailed { fallback, .. } => transport_cause(fallback),
-        _ => None,
-    }
-}
-
-pub(super) fn describe_init_error(error: ClientInitializeError) -> OpenFailure {
-    let refused = error.is_authorization_required() || error.auth_challenge().is_some();
-    OpenFailure {
-        tls: transport_cause(&error).and_then(vmcp_layers::tls::describe),
-        reason: error.to_string(),
-        refused,
-    }
+/// Why a handshake failed, in words, and whether credentials were refused.
+pub(super) fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
+    let reason = FailureReason::of(&error);
+    let refused = error.is_authorization_required()
+        || error.auth_challenge().is_some()
+        || reason == FailureReason::AuthRequired;
+    (reason.to_string(), refused)
 }

@@ -23,7 +23,9 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::reason::FailureReason;
 use super::sse::{SseClientConfig, SseClientTransport};
+use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
 
@@ -33,7 +35,7 @@ mod subscriptions;
 
 use direct::DirectHttp;
 pub use error::BackendError;
-use error::{OpenFailure, describe_init_error, is_session_expired, is_unreachable};
+use error::{describe_init_error, is_session_expired, is_unreachable};
 
 /// The 2026-07-28 error code for a request in a protocol version the server does not
 /// support.
@@ -172,6 +174,8 @@ pub struct BackendClient {
     subscriptions: std::sync::Mutex<BTreeSet<String>>,
     /// Held while a new subscription set is applied (see `set_subscriptions`).
     applying_subscriptions: Mutex<()>,
+    /// The child process of a `stdio` backend.
+    stdio: Option<Arc<Supervisor>>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -192,7 +196,10 @@ impl BackendClient {
         health: HealthSettings,
     ) -> Self {
         let name: Arc<str> = Arc::from(config.name.as_str());
+        let stdio = (config.transport() == Transport::Stdio)
+            .then(|| Arc::new(Supervisor::new(name.clone(), events.clone())));
         Self {
+            stdio,
             health: BackendHealth::new(name.clone(), health, events.clone()),
             name,
             config,
@@ -265,6 +272,11 @@ impl BackendClient {
         &self.config
     }
 
+    /// A `stdio` backend's process (pid, restarts, last exit); `None` for HTTP ones.
+    pub fn process(&self) -> Option<ProcessStatus> {
+        self.stdio.as_ref().map(|s| s.status())
+    }
+
     /// The revision negotiated on the last successful connection, if any.
     pub fn revision(&self) -> Option<McpRevision> {
         *self.revision.lock().unwrap_or_else(|e| e.into_inner())
@@ -306,19 +318,22 @@ impl BackendClient {
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
-            Err(failure) => {
+            Err((reason, refused)) => {
                 self.auth_refused
-                    .store(failure.refused, std::sync::atomic::Ordering::Relaxed);
+                    .store(refused, std::sync::atomic::Ordering::Relaxed);
                 if had_connection {
                     self.forwarder().emit(BackendEventKind::Disconnected);
                 }
-                Err(failure.into_error(self.name.clone()))
+                Err(BackendError::Unreachable {
+                    backend: self.name.clone(),
+                    reason,
+                })
             }
         }
     }
 
     /// Open a connection; the error says why and whether credentials were refused.
-    async fn open(&self) -> Result<Connection, OpenFailure> {
+    async fn open(&self) -> Result<Connection, (String, bool)> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
@@ -365,14 +380,22 @@ impl BackendClient {
                 )
                 .await
                 .map_err(|e| {
-                    let text = e.to_string();
-                    let refused = text.contains(" 401") || text.contains(" 403");
-                    OpenFailure {
-                        tls: vmcp_layers::tls::describe(&e),
-                        reason: text,
-                        refused,
-                    }
+                    let reason = FailureReason::of(&e);
+                    let refused = reason == FailureReason::AuthRequired;
+                    (reason.to_string(), refused)
                 })?;
+                rmcp::ServiceExt::serve(handler, transport)
+                    .await
+                    .map_err(describe_init_error)?
+            }
+            Transport::Stdio => {
+                let supervisor = self
+                    .stdio
+                    .as_ref()
+                    .ok_or_else(|| ("no process supervisor".to_owned(), false))?;
+                let transport = supervisor
+                    .spawn(&self.config)
+                    .map_err(|e| (e.to_string(), false))?;
                 rmcp::ServiceExt::serve(handler, transport)
                     .await
                     .map_err(describe_init_error)?
@@ -380,7 +403,7 @@ impl BackendClient {
         };
         let info = service
             .peer_info()
-            .ok_or_else(|| OpenFailure::other("backend sent no server info"))?;
+            .ok_or_else(|| ("backend sent no server info".to_owned(), false))?;
         let revision = McpRevision::from_version(info.protocol_version.as_str());
         let direct = (revision == McpRevision::Modern
             && self.config.transport() == Transport::StreamableHttp)
@@ -415,10 +438,15 @@ impl BackendClient {
         }
     }
 
-    /// Close the connection, if any.
+    /// Close the connection, if any. A `stdio` backend's process group is gone when
+    /// this returns.
     pub async fn close(&self) {
-        if let Some(conn) = self.connection.lock().await.take() {
+        let conn = self.connection.lock().await.take();
+        if let Some(conn) = &conn {
             conn.service.cancellation_token().cancel();
+        }
+        if let Some(stdio) = &self.stdio {
+            stdio.stopped().await;
         }
     }
 
@@ -451,7 +479,7 @@ impl BackendClient {
                 self.discard(conn).await;
                 BackendError::Transport {
                     backend: self.name.clone(),
-                    reason: other.to_string(),
+                    reason: FailureReason::of(&other).to_string(),
                 }
             }
         }

@@ -1,0 +1,143 @@
+//! The status page at /ui, rendered by the gateway and driven in headless Chromium.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+use vmcp_examples::starter::embedded_default;
+use vmcp_tests::{everything_command, gateway, peers_dir, repo_root};
+
+/// The next JSON line the driver prints (bounded).
+async fn next_step(lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>) -> Value {
+    let line = tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+        .await
+        .expect("the browser driver answered within 120s")
+        .expect("read the driver's output")
+        .expect("the driver printed a step (see its stderr above)");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("driver printed non-JSON ({e}): {line}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_the_embedded_default_and_updates_live_in_chromium() {
+    let demo = embedded_default().await.expect("demo backends");
+    let mut config = demo.config.clone();
+    config.ui.enabled = true;
+    config.operational.failure_handling.health_check_interval = Some(Duration::from_secs(1));
+    config.operational.failure_handling.unhealthy_threshold = Some(1);
+    let gw = gateway(config).await;
+    let url = format!("http://{}/ui", gw.addr);
+
+    // The server side: strict CSP with a fresh nonce that the script and style carry.
+    let response = reqwest::get(&url).await.expect("GET /ui");
+    assert_eq!(response.status(), 200);
+    let csp = response.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        csp.starts_with("default-src 'none'; script-src 'nonce-"),
+        "{csp}"
+    );
+    assert!(!csp.contains("unsafe"), "{csp}");
+    let nonce = csp
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|s| s.split('\'').next())
+        .unwrap()
+        .to_owned();
+    let html = response.text().await.unwrap();
+    assert!(
+        html.contains(&format!("<script nonce=\"{nonce}\">")),
+        "{html}"
+    );
+    assert!(!html.contains("127.0.0.1"), "the page shows no backend URL");
+    let second = reqwest::get(&url).await.unwrap();
+    assert_ne!(
+        second.headers()["content-security-policy"]
+            .to_str()
+            .unwrap(),
+        csp,
+        "a nonce per response"
+    );
+
+    // The browser side.
+    let screenshot = std::env::var_os("VMCP_UI_SCREENSHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("vmcp-ui-{}.png", std::process::id()))
+        });
+    let (node, _) = everything_command();
+    let mut driver = Command::new(node)
+        .arg(repo_root().join("tests/peers/ui_driver.cjs"))
+        .arg(peers_dir())
+        .arg(&url)
+        .arg("beta")
+        .arg(&screenshot)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the browser driver");
+    let mut lines = BufReader::new(driver.stdout.take().unwrap()).lines();
+    let loaded = next_step(&mut lines).await;
+    assert_eq!(loaded["step"], "loaded", "{loaded}");
+    let main = loaded["main"].as_str().unwrap();
+    for expected in [
+        "data-backend=\"alpha\" data-health=\"healthy\"",
+        "data-backend=\"beta\" data-health=\"healthy\"",
+        "data-tool=\"alpha_echo\"",
+        "data-tool=\"alpha_add\"",
+        "data-tool=\"beta_echo\"",
+        "data-tool=\"beta_upper\"",
+        "<code>alpha_summarize</code>",
+        "demo://alpha/readme",
+        "demo://alpha/notes/{id}",
+        // Both backends offer `echo`: a shared name, resolved by the prefix.
+        "tool <code>echo</code> is offered by <code>alpha</code>, <code>beta</code>",
+        "2026-07-28",
+        "streamable-http",
+    ] {
+        assert!(
+            main.contains(expected),
+            "missing {expected:?} in the rendered page:\n{main}"
+        );
+    }
+
+    // Stop beta: the page must show it unhealthy by itself (no reload).
+    demo.backends[1].stop();
+    let after = next_step(&mut lines).await;
+    assert_eq!(after["step"], "unhealthy", "{after}");
+    assert_eq!(after["reloaded"], false, "the page was not reloaded");
+    assert_eq!(
+        after["errors"],
+        Value::Array(vec![]),
+        "console errors (CSP?): {after}"
+    );
+    let main = after["main"].as_str().unwrap();
+    assert!(
+        main.contains("data-backend=\"alpha\" data-health=\"healthy\""),
+        "{main}"
+    );
+    assert!(
+        !main.contains("data-tool=\"beta_echo\""),
+        "beta's tools left the catalog: {main}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(30), driver.wait())
+        .await
+        .expect("driver exits")
+        .unwrap();
+    assert!(status.success());
+    assert!(screenshot.exists(), "screenshot written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_is_off_unless_enabled() {
+    let demo = embedded_default().await.expect("demo backends");
+    let gw = gateway(demo.config.clone()).await;
+    let response = reqwest::get(format!("http://{}/ui", gw.addr))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+}
