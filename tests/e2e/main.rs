@@ -13,4 +13,5 @@ mod live;
 mod pagination;
 mod pipeline;
 mod stdio;
+mod tls;
 mod ui;

@@ -6,6 +6,8 @@ Mcp-Session-Id) and modern stateless clients (per-request `_meta`, server/discov
 Usage:
     .peers/venv/bin/python tests/peers/py_backend.py --port PORT --name NAME [--tool-prefix P]
         [--page-size N] [--ttl-ms MS] [--cache-scope private|public] [--log-level LEVEL]
+        [--ssl-certfile CERT.pem --ssl-keyfile KEY.pem]   (HTTPS instead of HTTP)
+        [--echo-headers]   (adds tool P+"headers": the call's HTTP request headers as JSON, name -> sha256 hex of the value)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
 line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
@@ -32,6 +34,8 @@ cacheable result (defaults 0 / private, the SDK defaults).
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import sys
 from typing import Any
@@ -39,7 +43,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.caching import CACHEABLE_METHODS, CacheHint
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
@@ -71,12 +75,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--page-size", type=int, default=0, help="paginate list results (0 = no pagination)")
     p.add_argument("--ttl-ms", type=int, default=0, help="ttlMs hint on cacheable results (2026-07-28)")
     p.add_argument("--cache-scope", choices=["private", "public"], default="private")
+    p.add_argument("--echo-headers", action="store_true", help="add a tool P+'headers' returning the HTTP request headers")
+    p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
+    p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     args = p.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9._~-]+", args.name):
         p.error("--name must match [A-Za-z0-9._~-]+ (it is used as a URI authority)")
     if args.page_size < 0:
         p.error("--page-size must be >= 0")
+    if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
+        p.error("--ssl-certfile and --ssl-keyfile go together")
     return args
 
 
@@ -108,6 +117,17 @@ def build_server(args: argparse.Namespace) -> MCPServer:
     @mcp.tool(name=prefix + "whoami", description="Return the name of the backend that served the call")
     def whoami() -> str:
         return sname
+
+    if args.echo_headers:
+
+        # Values are answered as SHA-256 digests: a test can check a secret arrived
+        # without the secret travelling back through the gateway (and its logs).
+        @mcp.tool(name=prefix + "headers", description="The HTTP request headers of this call: name -> sha256 hex of the value")
+        def headers(ctx: Context) -> str:
+            return json.dumps(
+                {k: hashlib.sha256(v.encode()).hexdigest() for k, v in (ctx.headers or {}).items()},
+                sort_keys=True,
+            )
 
     # ---------------------------------------------------------------- resources
     @mcp.resource(f"py://{sname}/static", name="static", description=f"Static text of {sname}", mime_type="text/plain")
@@ -209,7 +229,7 @@ class _Server(uvicorn.Server):
             captured.clear()
 
 
-async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
+async def serve(mcp: MCPServer, port: int, log_level: str, ssl_certfile: str | None, ssl_keyfile: str | None) -> None:
     app = mcp.streamable_http_app(host=HOST)  # also enables Host/Origin (DNS-rebinding) checks for loopback
     config = uvicorn.Config(
         app,
@@ -218,6 +238,8 @@ async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
         log_level=log_level.lower(),
         timeout_graceful_shutdown=2,  # don't hang on open legacy GET/SSE streams at SIGTERM
         lifespan="on",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
     )
     server = _Server(config)
 
@@ -239,7 +261,7 @@ async def serve(mcp: MCPServer, port: int, log_level: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     mcp = build_server(args)
-    anyio.run(serve, mcp, args.port, args.log_level)
+    anyio.run(serve, mcp, args.port, args.log_level, args.ssl_certfile, args.ssl_keyfile)
     return 0
 
 

@@ -1,6 +1,6 @@
 //! A real OIDC issuer on loopback for the authentication tests: RSA keys generated
 //! at start (aws-lc-rs), `/.well-known/openid-configuration` and a JWKS served over
-//! HTTP, tokens signed with jsonwebtoken, key rotation, and a count of JWKS fetches.
+//! HTTP or HTTPS, tokens signed with jsonwebtoken, key rotation, and a count of JWKS fetches.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,30 +112,38 @@ pub fn now() -> u64 {
 }
 
 impl Idp {
-    /// Start an issuer publishing `keys`.
+    /// Start an issuer publishing `keys`, over plain HTTP.
     pub async fn start(keys: &[&SigningKey]) -> Self {
+        Self::start_with(keys, None).await
+    }
+
+    /// Start an issuer publishing `keys` over HTTPS with `cert` (`https://127.0.0.1:<port>`).
+    pub async fn start_tls(keys: &[&SigningKey], cert: &crate::tls::ServerCert) -> Self {
+        Self::start_with(keys, Some(cert)).await
+    }
+
+    async fn start_with(keys: &[&SigningKey], tls: Option<&crate::tls::ServerCert>) -> Self {
         let published: Arc<Mutex<Vec<Value>>> =
             Arc::new(Mutex::new(keys.iter().map(|k| k.jwk.clone()).collect()));
         let jwks_fetches = Arc::new(AtomicU64::new(0));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind idp");
-        let addr = listener.local_addr().expect("idp addr");
-        let issuer = format!("http://{addr}");
+        // The discovery document names the issuer URL, known once the port is bound.
+        let issuer_slot: Arc<Mutex<String>> = Arc::default();
         let app = {
             let published = published.clone();
             let fetches = jwks_fetches.clone();
-            let discovery = json!({
-                "issuer": issuer,
-                "jwks_uri": format!("{issuer}/jwks"),
-                "id_token_signing_alg_values_supported": ["RS256"],
-            });
+            let issuer_slot = issuer_slot.clone();
             axum::Router::new()
                 .route(
                     "/.well-known/openid-configuration",
                     axum::routing::get(move || {
-                        let d = discovery.clone();
-                        async move { axum::Json(d) }
+                        let issuer = issuer_slot.lock().unwrap().clone();
+                        async move {
+                            axum::Json(json!({
+                                "issuer": issuer,
+                                "jwks_uri": format!("{issuer}/jwks"),
+                                "id_token_signing_alg_values_supported": ["RS256"],
+                            }))
+                        }
                     }),
                 )
                 .route(
@@ -147,13 +155,27 @@ impl Idp {
                     }),
                 )
         };
-        let stop = CancellationToken::new();
-        let token = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled_owned().await })
-                .await;
-        });
+        let (issuer, addr, stop) = match tls {
+            None => {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind idp");
+                let addr = listener.local_addr().expect("idp addr");
+                let stop = CancellationToken::new();
+                let token = stop.clone();
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app)
+                        .with_graceful_shutdown(async move { token.cancelled_owned().await })
+                        .await;
+                });
+                (format!("http://{addr}"), addr, stop)
+            }
+            Some(cert) => {
+                let (addr, stop) = crate::tls::serve_tls_on_loopback(app, cert).await;
+                (format!("https://{addr}"), addr, stop)
+            }
+        };
+        *issuer_slot.lock().unwrap() = issuer.clone();
         Self {
             issuer,
             published,

@@ -8,6 +8,7 @@
 
 pub mod idp;
 pub mod stacked;
+pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -44,6 +45,16 @@ pub fn peers_dir() -> PathBuf {
 /// The Python of the peers' venv (the SDK `mcp`, `jsonschema`).
 pub fn python() -> PathBuf {
     peers_dir().join("venv/bin/python")
+}
+
+/// The SHA-256 of `text`, lower-case hex (what `py_backend.py --echo-headers` answers
+/// for each header value).
+pub fn sha256_hex(text: &str) -> String {
+    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A free loopback port (bound, then released).
@@ -113,9 +124,14 @@ pub async fn py_backend_on(port: u16, name: &str, extra: &[&str]) -> Peer {
         .strip_prefix("READY ")
         .and_then(|p| p.trim().parse().ok())
         .unwrap_or_else(|| panic!("unexpected py_backend.py line: {line}"));
+    let scheme = if extra.contains(&"--ssl-certfile") {
+        "https"
+    } else {
+        "http"
+    };
     Peer {
         child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
+        url: format!("{scheme}://127.0.0.1:{port}/mcp"),
         port,
     }
 }

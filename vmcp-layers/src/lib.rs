@@ -39,5 +39,7 @@ pub mod recovery;
 pub mod stack;
 #[cfg(feature = "otel")]
 pub mod telemetry;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use context::{BackendTarget, Identity, McpRevision, ParsedMcpRequest};

@@ -155,12 +155,15 @@ impl StackBuilder {
                     .authz
                     .as_ref()
                     .and_then(|a| a.group_claim_name.as_deref());
-                let validator = Arc::new(JwtValidator::new(
-                    oidc.settings(group_claim),
-                    reqwest::Client::new(),
-                ));
-                builder.auth = AuthLayer::jwt(validator, oidc.resource.clone());
-                builder.metadata = Some(crate::auth::metadata_router(oidc, &builder.path));
+                match oidc.http_client() {
+                    Ok(http) => {
+                        let validator =
+                            Arc::new(JwtValidator::new(oidc.settings(group_claim), http));
+                        builder.auth = AuthLayer::jwt(validator, oidc.resource.clone());
+                        builder.metadata = Some(crate::auth::metadata_router(oidc, &builder.path));
+                    }
+                    Err(e) => errors.push(format!("incomingAuth.oidc.caBundlePath: {e}")),
+                }
             }
             if let Some(authz) = &auth.authz
                 && authz.is_cedar()

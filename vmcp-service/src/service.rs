@@ -72,9 +72,10 @@ impl Vmcp {
             .failure_handling
             .status_reporting_interval
             .unwrap_or(std::time::Duration::from_secs(30));
-        let registry = Arc::new(BackendRegistry::new(
+        let registry = Arc::new(BackendRegistry::with_outgoing_auth(
             config.backends.clone(),
             HealthSettings::from(&config.operational.failure_handling),
+            config.outgoing_auth.clone().unwrap_or_default(),
         ));
         let manual = config.strategy() == Strategy::Manual;
         let aggregator = Arc::new(Aggregator::new(Arc::new(config), registry));
@@ -172,11 +173,19 @@ impl Vmcp {
                 registry.remove(&name).await;
             }
         }
-        for (name, backend) in &wanted {
-            let unchanged = registry.get(name).is_some_and(|b| b.config() == *backend);
-            if !unchanged {
-                registry.upsert((*backend).clone()).await;
-            }
+        // A backend whose outgoing auth changed gets a new client too.
+        let outgoing = config.outgoing_auth.clone().unwrap_or_default();
+        let changed: Vec<_> = wanted
+            .iter()
+            .filter(|(name, backend)| {
+                !(registry.get(name).is_some_and(|b| b.config() == **backend)
+                    && registry.outgoing_auth(name).as_ref() == outgoing.resolve(name))
+            })
+            .map(|(_, backend)| (*backend).clone())
+            .collect();
+        registry.set_outgoing_auth(outgoing);
+        for backend in changed {
+            registry.upsert(backend).await;
         }
         registry.set_health_settings(HealthSettings::from(&config.operational.failure_handling));
         let report = self.aggregator.set_config(Arc::new(config)).await;

@@ -91,7 +91,10 @@ impl Status {
                     name: b.name().to_string(),
                     health: health.status,
                     transport: b.config().transport().as_str(),
-                    auth_type: "unauthenticated",
+                    auth_type: match aggregator.registry().outgoing_auth(b.name()) {
+                        Some(s) if s.kind == "header_injection" => "header_injection",
+                        _ => "unauthenticated",
+                    },
                     mcp_revision: b.revision().map(|r| r.as_str()),
                     last_check: health
                         .last_check

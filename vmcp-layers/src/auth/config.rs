@@ -57,6 +57,10 @@ pub struct OidcConfig {
     /// Allow `http://` issuer and JWKS URLs that are not loopback.
     #[serde(default)]
     pub insecure_allow_http: bool,
+    /// Extra CA certificates (PEM, absolute path) trusted for discovery and JWKS,
+    /// besides the platform and webpki roots.
+    #[serde(default)]
+    pub ca_bundle_path: Option<std::path::PathBuf>,
 }
 
 fn is_loopback_url(url: &str) -> bool {
@@ -113,6 +117,21 @@ impl OidcConfig {
         if self.audience.is_empty() {
             errors.push("incomingAuth.oidc.audience is required".into());
         }
+        crate::tls::validate_ca_path(
+            "incomingAuth.oidc.caBundlePath",
+            self.ca_bundle_path.as_deref(),
+            errors,
+        );
+    }
+
+    /// The HTTPS client for discovery and JWKS: default roots plus `caBundlePath`.
+    pub fn http_client(&self) -> Result<reqwest::Client, crate::tls::TlsError> {
+        let bundle = self
+            .ca_bundle_path
+            .as_deref()
+            .map(crate::tls::CaBundle::load)
+            .transpose()?;
+        crate::tls::http_client(reqwest::Client::builder(), bundle.as_ref())
     }
 
     /// Validator settings from this section (`group_claim` from the authz section).

@@ -112,6 +112,10 @@ pub struct TelemetryConfig {
     #[serde(default, with = "humantime_serde")]
     #[cfg_attr(feature = "config", schemars(with = "Option<String>"))]
     pub metrics_interval: Option<Duration>,
+    /// Extra CA certificates (PEM, absolute path) trusted for an `https://` collector,
+    /// besides the platform and webpki roots (the reference's key name).
+    #[serde(default)]
+    pub ca_cert_path: Option<std::path::PathBuf>,
 }
 
 impl TelemetryConfig {
@@ -136,8 +140,12 @@ impl TelemetryConfig {
         if self.metrics_interval.is_some_and(|d| d.is_zero()) {
             errors.push("telemetry.metricsInterval must be greater than 0".into());
         }
+        crate::tls::validate_ca_path("telemetry.caCertPath", self.ca_cert_path.as_deref(), errors);
     }
 }
+
+/// Bound on one OTLP export (the OpenTelemetry default).
+const OTLP_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn normalize(endpoint: &str) -> String {
     if endpoint.contains("://") {
@@ -211,12 +219,29 @@ impl Telemetry {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let endpoint = config.endpoint.as_deref();
-        let tracer_provider = match endpoint {
-            Some(endpoint) if config.tracing_enabled => {
+        // One client for both signals, built only when something is exported.
+        let http = match endpoint {
+            Some(_) if config.tracing_enabled || config.metrics_enabled => {
+                let bundle = config
+                    .ca_cert_path
+                    .as_deref()
+                    .map(crate::tls::CaBundle::load)
+                    .transpose()
+                    .map_err(|e| TelemetryError(format!("telemetry.caCertPath: {e}")))?;
+                Some(
+                    crate::tls::blocking_http_client(OTLP_TIMEOUT, bundle.as_ref())
+                        .map_err(|e| TelemetryError(format!("telemetry: {e}")))?,
+                )
+            }
+            _ => None,
+        };
+        let tracer_provider = match (endpoint, &http) {
+            (Some(endpoint), Some(http)) if config.tracing_enabled => {
                 let exporter = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .with_endpoint(signal_url(endpoint, "traces"))
+                    .with_http_client(http.clone())
                     .with_headers(headers.clone())
                     .build()
                     .map_err(|e| TelemetryError(e.to_string()))?;
@@ -237,12 +262,13 @@ impl Telemetry {
             }
             _ => None,
         };
-        let meter_provider = match endpoint {
-            Some(endpoint) if config.metrics_enabled => {
+        let meter_provider = match (endpoint, &http) {
+            (Some(endpoint), Some(http)) if config.metrics_enabled => {
                 let exporter = opentelemetry_otlp::MetricExporter::builder()
                     .with_http()
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
                     .with_endpoint(signal_url(endpoint, "metrics"))
+                    .with_http_client(http.clone())
                     .with_headers(headers)
                     .build()
                     .map_err(|e| TelemetryError(e.to_string()))?;

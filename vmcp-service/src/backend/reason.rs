@@ -23,6 +23,9 @@ pub enum FailureReason {
     Dns,
     /// The backend's TLS certificate is not trusted (detail from the TLS library).
     TlsUntrusted(String),
+    /// The TLS handshake failed, in words from `vmcp_layers::tls::describe`
+    /// ("certificate not trusted: unknown issuer", "… not valid for this host name").
+    Tls(String),
     /// The connection or the answer took too long.
     Timeout,
     /// The connection was reset or closed by the backend.
@@ -41,6 +44,7 @@ impl fmt::Display for FailureReason {
             Self::ConnectionRefused => f.write_str("connection refused"),
             Self::Dns => f.write_str("DNS lookup failed (unknown host)"),
             Self::TlsUntrusted(detail) => write!(f, "certificate not trusted: {detail}"),
+            Self::Tls(words) => f.write_str(words),
             Self::Timeout => f.write_str("timed out"),
             Self::ConnectionReset => f.write_str("connection reset by the backend"),
             Self::HttpStatus(status) => write!(f, "HTTP status {status}"),
@@ -86,11 +90,19 @@ impl FailureReason {
     pub fn is_unreachable(&self) -> bool {
         matches!(
             self,
-            Self::ConnectionRefused | Self::Dns | Self::TlsUntrusted(_) | Self::Timeout
+            Self::ConnectionRefused
+                | Self::Dns
+                | Self::TlsUntrusted(_)
+                | Self::Tls(_)
+                | Self::Timeout
         )
     }
 
     fn known(e: &(dyn Error + 'static)) -> Option<Self> {
+        // rustls's typed error, wrapped in io::Errors: the precise words.
+        if let Some(words) = vmcp_layers::tls::describe(e) {
+            return Some(Self::Tls(words));
+        }
         if let Some(e) = e.downcast_ref::<std::io::Error>() {
             match e.kind() {
                 ErrorKind::ConnectionRefused => return Some(Self::ConnectionRefused),

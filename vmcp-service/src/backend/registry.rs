@@ -5,9 +5,11 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{broadcast, watch};
 
+use vmcp_layers::tls::{CaBundle, TlsError};
+
 use super::client::{BackendClient, BackendEvent};
 use super::health::HealthSettings;
-use crate::config::BackendConfig;
+use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig};
 
 /// The live set of backends, in sorted-name order.
 ///
@@ -19,6 +21,8 @@ pub struct BackendRegistry {
     events: broadcast::Sender<BackendEvent>,
     version: watch::Sender<u64>,
     health: std::sync::Mutex<HealthSettings>,
+    /// `outgoingAuth`, applied to backends inserted from now on.
+    outgoing: std::sync::Mutex<OutgoingAuthConfig>,
 }
 
 impl std::fmt::Debug for BackendRegistry {
@@ -30,15 +34,17 @@ impl std::fmt::Debug for BackendRegistry {
 }
 
 impl BackendRegistry {
-    /// A registry with the given backends; no connection is opened yet.
-    pub(crate) fn new(
+    /// A registry with the given backends, authenticating as `outgoing` says; no
+    /// connection is opened yet.
+    pub(crate) fn with_outgoing_auth(
         configs: impl IntoIterator<Item = BackendConfig>,
         health: HealthSettings,
+        outgoing: OutgoingAuthConfig,
     ) -> Self {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-            .unwrap_or_default();
+        let http = http_client(None).unwrap_or_else(|e| {
+            tracing::error!("{e}; backends use reqwest's default client");
+            reqwest::Client::new()
+        });
         let (events, _) = broadcast::channel(1024);
         let registry = Self {
             backends: RwLock::new(BTreeMap::new()),
@@ -46,6 +52,7 @@ impl BackendRegistry {
             events,
             version: watch::Sender::new(0),
             health: std::sync::Mutex::new(health),
+            outgoing: std::sync::Mutex::new(outgoing),
         };
         for config in configs {
             registry.insert(config);
@@ -54,13 +61,61 @@ impl BackendRegistry {
     }
 
     fn insert(&self, config: BackendConfig) -> Option<Arc<BackendClient>> {
+        let http = self.http_for(&config);
         let client = Arc::new(BackendClient::new(
             config,
-            self.http.clone(),
+            http,
             self.events.clone(),
             self.health_settings(),
         ));
         self.write().insert(client.name().to_string(), client)
+    }
+
+    /// The shared client, or for a backend with its own `caBundlePath` or injected
+    /// headers a client of its own. Both were checked at load; if the bundle or the
+    /// environment variable has gone since, the backend goes without (its TLS or 401
+    /// failure shows in `/status`) and the reason is logged, never the value.
+    fn http_for(&self, config: &BackendConfig) -> reqwest::Client {
+        let strategy = self.outgoing_auth(&config.name);
+        let headers = match strategy.as_ref().map(|s| s.headers("outgoingAuth")) {
+            Some(Ok(headers)) => headers,
+            Some(Err(e)) => {
+                tracing::error!(backend = %config.name, "{e}");
+                http::HeaderMap::new()
+            }
+            None => http::HeaderMap::new(),
+        };
+        if config.ca_bundle_path.is_none() && headers.is_empty() {
+            return self.http.clone();
+        }
+        let bundle = match config.ca_bundle_path.as_deref().map(CaBundle::load) {
+            Some(Ok(bundle)) => Some(bundle),
+            Some(Err(e)) => {
+                tracing::error!(backend = %config.name, "backends[].caBundlePath: {e}");
+                None
+            }
+            None => None,
+        };
+        let builder = backend_client_builder().default_headers(headers);
+        vmcp_layers::tls::http_client(builder, bundle.as_ref()).unwrap_or_else(|e| {
+            tracing::error!(backend = %config.name, "{e}");
+            self.http.clone()
+        })
+    }
+
+    /// The `outgoingAuth` strategy of backend `name` (its own, else the default).
+    pub fn outgoing_auth(&self, name: &str) -> Option<BackendAuthConfig> {
+        self.outgoing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .resolve(name)
+            .cloned()
+    }
+
+    /// Replace `outgoingAuth` for backends inserted from now on (reload re-inserts
+    /// those whose strategy changed).
+    pub fn set_outgoing_auth(&self, outgoing: OutgoingAuthConfig) {
+        *self.outgoing.lock().unwrap_or_else(|e| e.into_inner()) = outgoing;
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<BackendClient>>> {
@@ -139,4 +194,13 @@ impl BackendRegistry {
             backend.close().await;
         }
     }
+}
+
+fn backend_client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().pool_max_idle_per_host(64)
+}
+
+/// A backend HTTP client: the shared TLS rules plus `extra` trust anchors.
+fn http_client(extra: Option<&CaBundle>) -> Result<reqwest::Client, TlsError> {
+    vmcp_layers::tls::http_client(backend_client_builder(), extra)
 }

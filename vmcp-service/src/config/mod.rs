@@ -5,6 +5,7 @@
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
 mod hints;
+mod outgoing;
 pub mod schema;
 mod spelling;
 mod stdio;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use hints::ignored_key_warning;
+pub use outgoing::{BackendAuthConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret};
 pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
 
@@ -48,6 +50,9 @@ pub struct VmcpConfig {
     /// OpenTelemetry and Prometheus.
     #[serde(default)]
     pub telemetry: Option<vmcp_layers::telemetry::TelemetryConfig>,
+    /// How the gateway authenticates to backends.
+    #[serde(default)]
+    pub outgoing_auth: Option<OutgoingAuthConfig>,
     /// The read-only status page at `/ui`.
     #[serde(default)]
     pub ui: UiConfig,
@@ -83,6 +88,10 @@ pub struct BackendConfig {
     /// `streamable-http` (default), `sse` or `stdio`.
     #[serde(default)]
     pub transport: Option<Transport>,
+    /// Extra CA certificates (PEM, absolute path) trusted for this backend's
+    /// `https://` URL, besides the platform and webpki roots.
+    #[serde(default)]
+    pub ca_bundle_path: Option<std::path::PathBuf>,
     /// `stdio`: the program to spawn (a path, or a name looked up on `PATH`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,

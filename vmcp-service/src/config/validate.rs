@@ -65,6 +65,11 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         if !stdio {
             super::stdio::check(&field, backend, &mut errors);
         }
+        vmcp_layers::tls::validate_ca_path(
+            &format!("{field}.caBundlePath"),
+            backend.ca_bundle_path.as_deref(),
+            &mut errors,
+        );
     }
 
     let aggregation = &config.aggregation;
@@ -212,6 +217,10 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(audit) = &config.audit {
         audit.validate(&mut errors);
     }
+    if let Some(outgoing) = &config.outgoing_auth {
+        let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
+        outgoing.validate(&backends, &mut errors);
+    }
     if let Some(telemetry) = &config.telemetry {
         telemetry.validate(&mut errors);
     }
@@ -326,15 +335,12 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_not_fatal() {
         let loaded = load_str(
-            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', caBundlePath: /x}]\nsessionStorage: {provider: redis}\n",
+            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', type: entry}]\nsessionStorage: {provider: redis}\n",
         )
         .unwrap();
         assert_eq!(
             loaded.ignored_keys,
-            vec![
-                "backends.0.caBundlePath".to_string(),
-                "sessionStorage".to_string()
-            ]
+            vec!["backends.0.type".to_string(), "sessionStorage".to_string()]
         );
     }
 

@@ -104,9 +104,10 @@ pub enum OpenError {
     /// The legacy HTTP+SSE event stream could not be opened.
     #[error("{}", FailureReason::of(.0))]
     Sse(#[from] SseTransportError),
-    /// The MCP handshake (`server/discover` or `initialize`) failed.
-    #[error("{}", FailureReason::of(.0))]
-    Handshake(#[from] ClientInitializeError),
+    /// The MCP handshake (`server/discover` or `initialize`) failed. Boxed: rmcp's
+    /// error is ~500 bytes and would make every `Result` carrying this enum as large.
+    #[error("{}", FailureReason::of(&**.0))]
+    Handshake(Box<ClientInitializeError>),
     /// A `stdio` backend's process could not be started.
     #[error(transparent)]
     Spawn(#[from] SpawnError),
@@ -118,6 +119,12 @@ pub enum OpenError {
     NoServerInfo,
 }
 
+impl From<ClientInitializeError> for OpenError {
+    fn from(error: ClientInitializeError) -> Self {
+        OpenError::Handshake(Box::new(error))
+    }
+}
+
 impl OpenError {
     /// Whether the backend refused our credentials (HTTP 401 or 403), read from the
     /// status the transport received.
@@ -125,6 +132,7 @@ impl OpenError {
         match self {
             OpenError::Sse(e) => FailureReason::of(e) == FailureReason::AuthRequired,
             OpenError::Handshake(e) => {
+                let e: &ClientInitializeError = e;
                 e.is_authorization_required()
                     || e.auth_challenge().is_some()
                     || FailureReason::of(e) == FailureReason::AuthRequired
@@ -169,8 +177,7 @@ mod tests {
         let url = refusing(status).await;
         let error = SseClientTransport::connect(reqwest::Client::new(), SseClientConfig::new(&url))
             .await
-            .err()
-            .expect("the GET is refused");
+            .expect_err("the GET is refused");
         OpenError::from(error)
     }
 

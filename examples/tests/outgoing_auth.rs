@@ -1,0 +1,127 @@
+//! `outgoingAuth` end to end with the bundled server as a real process: a header
+//! injected from an environment variable reaches a real backend (the Python SDK
+//! backend echoing digests of its request headers) on both revisions, and the value appears
+//! nowhere else: not in the logs (at debug level), `/status`, the audit file, or
+//! the client's answers.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::process::Command;
+use vmcp_tests::stacked::modern_as;
+use vmcp_tests::{free_port, py_backend, py_client, sha256_hex, wait_for_port};
+
+const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_header_from_the_environment_reaches_the_backend_and_nowhere_else() {
+    let secret = format!(
+        "vmcp-secret-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let vault = py_backend("vault", &["--echo-headers"]).await;
+    let dir = std::env::temp_dir().join(format!("vmcp-outgoing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let audit = dir.join("audit.log");
+    let log = dir.join("vmcp.log");
+    let path = dir.join("vmcp.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+backends:
+  - {{name: vault, url: '{}'}}
+outgoingAuth:
+  source: inline
+  default: {{type: unauthenticated}}
+  backends:
+    vault:
+      type: header_injection
+      headerInjection: {{headerName: X-Api-Key, headerValueEnv: VMCP_TEST_VAULT_KEY}}
+incomingAuth: {{type: anonymous}}
+audit: {{logFile: '{}'}}
+"#,
+            vault.url,
+            audit.display()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut server = Command::new(VMCP)
+        .args(["serve", "--port", &port.to_string(), "-c"])
+        .arg(&path)
+        .env("VMCP_TEST_VAULT_KEY", &secret)
+        .env("RUST_LOG", "debug")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+
+    let seen = |text: &str| -> Value { serde_json::from_str(text).expect("headers JSON") };
+    let modern = modern_as(
+        &url,
+        None,
+        "tools/call",
+        json!({"name": "vault_headers", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(modern.status, 200, "{:?}", modern.body);
+    let headers = seen(
+        modern.body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap(),
+    );
+    assert_eq!(headers["x-api-key"], sha256_hex(&secret), "Modern call");
+
+    let legacy = py_client(
+        &url,
+        "legacy",
+        json!([{"op": "call_tool", "name": "vault_headers", "arguments": {}}]),
+    )
+    .await;
+    let headers = seen(legacy["results"][0]["text"].as_str().unwrap());
+    assert_eq!(headers["x-api-key"], sha256_hex(&secret), "Legacy call");
+
+    assert!(
+        !format!("{:?}{legacy}", modern.body).contains(&secret),
+        "secret in an answer to the client"
+    );
+
+    let status = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        status.contains("\"auth_type\":\"header_injection\""),
+        "{status}"
+    );
+    assert!(!status.contains(&secret), "secret on /status: {status}");
+
+    let pid = server.id().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+    let logs = std::fs::read_to_string(&log).unwrap()
+        + &std::fs::read_to_string(log.with_extension("err")).unwrap();
+    assert!(logs.contains("vault"), "debug logs were captured: {logs}");
+    let leaks: Vec<String> = logs
+        .lines()
+        .filter(|l| l.contains(&secret))
+        .map(|l| l.replace(&secret, "<SECRET>"))
+        .collect();
+    assert!(leaks.is_empty(), "secret in the logs: {leaks:#?}");
+    let audit_lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(!audit_lines.is_empty(), "the audit file was written");
+    assert!(!audit_lines.contains(&secret), "secret in the audit file");
+    let _ = std::fs::remove_dir_all(&dir);
+}
