@@ -31,6 +31,7 @@ pub mod headers;
 pub mod jsonrpc;
 pub mod recovery;
 pub mod stack;
+mod strict_json;
 pub mod telemetry;
 
 pub use context::{BackendTarget, Identity, McpRevision, ParsedMcpRequest};

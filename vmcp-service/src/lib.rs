@@ -15,6 +15,7 @@
 
 pub mod aggregator;
 pub mod backend;
+mod bare;
 pub mod catalog;
 pub mod config;
 pub mod handler;

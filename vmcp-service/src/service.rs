@@ -117,6 +117,10 @@ impl Vmcp {
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
         let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
+        let bare = crate::bare::BareChecks {
+            loopback_origins_only: config.allowed_origins.is_empty(),
+            body_limit: config.max_request_body_bytes,
+        };
         let config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
@@ -126,6 +130,7 @@ impl Vmcp {
                 Arc::new(LocalSessionManager::default()),
                 config,
             ),
+            bare,
         }
     }
 
@@ -200,6 +205,8 @@ impl Drop for Vmcp {
 #[derive(Clone)]
 pub struct VmcpService {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
+    /// The door checks made when no layer stack is in front (`bare`).
+    bare: crate::bare::BareChecks,
 }
 
 impl std::fmt::Debug for VmcpService {
@@ -227,6 +234,15 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let inner = self.inner.clone();
-        Box::pin(async move { Ok(inner.handle(req).await) })
+        if crate::bare::behind_stack(&req) {
+            return Box::pin(async move { Ok(inner.handle(req).await) });
+        }
+        let bare = self.bare.clone();
+        Box::pin(async move {
+            match crate::bare::check(&bare, req).await {
+                Ok(req) => Ok(inner.handle(req).await),
+                Err(refused) => Ok(refused),
+            }
+        })
     }
 }
