@@ -139,6 +139,16 @@ async fn serve(
         tracing::warn!(%host, "binding a non-loopback address: the endpoint is reachable from the network");
         allowed_hosts.push(host.to_string());
     }
+    if config
+        .incoming_auth
+        .as_ref()
+        .is_none_or(|a| a.oidc.is_none())
+    {
+        // Without a token there is no identity to bind a 2025-11-25 session to.
+        tracing::warn!(
+            "no incomingAuth oidc: a Legacy Mcp-Session-Id alone grants its session; treat session ids as bearer secrets"
+        );
+    }
     let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
     // As `Vmcp::service()`: plain JSON bodies for 2026-07-28 requests that stream nothing.
     let mut http = StreamableHttpServerConfig::default().with_json_response(true);

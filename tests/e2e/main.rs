@@ -13,3 +13,4 @@ mod hostile;
 mod live;
 mod pagination;
 mod pipeline;
+mod session_binding;

@@ -25,6 +25,7 @@ pub mod pagination;
 pub mod propagation;
 pub mod router;
 pub mod service;
+mod session_binding;
 pub mod sessions;
 pub mod status;
 pub mod view;

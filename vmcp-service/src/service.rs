@@ -16,6 +16,7 @@ use crate::backend::BackendRegistry;
 use crate::config::{Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
 use crate::health::HealthSettings;
+use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
 use crate::status::{LoggingReporter, StatusReporter};
 
@@ -124,13 +125,19 @@ impl Vmcp {
         let config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
+        let manager = Arc::new(LocalSessionManager::default());
+        let bindings = Arc::new(SessionBindings::new());
+        tokio::spawn(crate::session_binding::sweep(
+            Arc::downgrade(&manager),
+            Arc::downgrade(&bindings),
+            Arc::downgrade(&self.sessions),
+            self.shutdown.child_token(),
+        ));
         VmcpService {
-            inner: StreamableHttpService::new(
-                move || Ok(handler.clone()),
-                Arc::new(LocalSessionManager::default()),
-                config,
-            ),
+            inner: StreamableHttpService::new(move || Ok(handler.clone()), manager, config),
             bare,
+            bindings,
+            sessions: self.sessions.clone(),
         }
     }
 
@@ -207,6 +214,9 @@ pub struct VmcpService {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
     /// The door checks made when no layer stack is in front (`bare`).
     bare: crate::bare::BareChecks,
+    /// Who created each Legacy session.
+    bindings: Arc<SessionBindings>,
+    sessions: Arc<Sessions>,
 }
 
 impl std::fmt::Debug for VmcpService {
@@ -232,17 +242,46 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        use crate::session_binding::{Verdict, created_by, identity_of, redirect_to_nowhere};
         let inner = self.inner.clone();
-        if crate::bare::behind_stack(&req) {
-            return Box::pin(async move { Ok(inner.handle(req).await) });
-        }
-        let bare = self.bare.clone();
-        Box::pin(async move {
-            match crate::bare::check(&bare, req).await {
-                Ok(req) => Ok(inner.handle(req).await),
-                Err(refused) => Ok(refused),
+        let bindings = self.bindings.clone();
+        let sessions = self.sessions.clone();
+        let identity = identity_of(&req);
+        let session = crate::session_binding::session_of(&req);
+        let mut owner = false;
+        if let Some(session) = &session {
+            match bindings.verdict(session, identity.as_deref()) {
+                Verdict::Owner => owner = true,
+                Verdict::Stranger => {
+                    tracing::debug!("a request for a session bound to another caller");
+                    redirect_to_nowhere(&mut req);
+                }
             }
+        }
+        let deleting = owner && req.method() == http::Method::DELETE;
+        let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
+        Box::pin(async move {
+            let response = match bare {
+                None => inner.handle(req).await,
+                Some(bare) => match crate::bare::check(&bare, req).await {
+                    Ok(req) => inner.handle(req).await,
+                    Err(refused) => return Ok(refused),
+                },
+            };
+            match &session {
+                None => {
+                    if let Some(created) = created_by(&response) {
+                        bindings.bind(&created, identity.as_deref());
+                    }
+                }
+                Some(session) if deleting && response.status().is_success() => {
+                    bindings.unbind(session);
+                    sessions.remove_legacy(session);
+                }
+                Some(_) => {}
+            }
+            Ok(response)
         })
     }
 }
