@@ -62,6 +62,12 @@ fn report_ignored(loaded: &Loaded) {
             "configuration key {key:?} is not used by vmcp (not implemented, or misspelled)"
         );
     }
+    if loaded.ignored_unlisted > 0 {
+        tracing::warn!(
+            "{} more configuration keys are not used by vmcp (not listed)",
+            loaded.ignored_unlisted
+        );
+    }
 }
 
 #[tokio::main]
@@ -220,7 +226,12 @@ async fn reload_on_sighup(gateway: std::sync::Arc<Vmcp>, path: PathBuf) {
         return;
     };
     while hup.recv().await.is_some() {
-        match load_file(&path) {
+        // Parsing blocks: off the runtime, so in-flight requests are not held up.
+        let file = path.clone();
+        let loaded = tokio::task::spawn_blocking(move || load_file(&file))
+            .await
+            .unwrap_or_else(|e| Err(vmcp_service::config::ConfigError::Io(e.to_string())));
+        match loaded {
             Ok(loaded) => {
                 report_ignored(&loaded);
                 gateway.reload(loaded.config).await;

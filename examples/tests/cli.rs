@@ -408,3 +408,59 @@ telemetry: {{enablePrometheusMetricsPath: true}}
         .collect();
     assert_eq!(outcomes, ["\"success\"", "\"denied\""], "{lines}");
 }
+
+/// `vmcp validate` on hostile files fails fast with a clear error: 100,000 levels of
+/// flow nesting (the parser is quadratic in depth: minutes), `/dev/zero` (endless),
+/// a file over the size limit, and one listing a million unknown keys.
+#[tokio::test]
+async fn validate_refuses_hostile_files_fast() {
+    let deep = temp_file(
+        "deep",
+        &format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+    );
+    let big = temp_file("big", &format!("a: \"{}\"\n", "x".repeat(5 * 1024 * 1024)));
+    let cases = [
+        (deep, "nested deeper than 64 levels at line 1"),
+        ("/dev/zero".into(), "not a regular file"),
+        (big, "larger than 4194304 bytes"),
+    ];
+    for (path, expected) in cases {
+        let started = std::time::Instant::now();
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            Command::new(VMCP)
+                .args(["validate", "-c"])
+                .arg(&path)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("validate {} did not finish in 30 s", path.display()))
+        .unwrap();
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: {stderr}", path.display());
+        assert!(stderr.contains(expected), "{}: {stderr}", path.display());
+        assert!(
+            took < Duration::from_secs(2),
+            "{} took {took:?}",
+            path.display()
+        );
+    }
+
+    // Unknown keys are reported, but only the first hundred are listed.
+    let mut many = String::new();
+    for i in 0..5_000 {
+        many.push_str(&format!("k{i}: 1\n"));
+    }
+    let path = temp_file("many", &many);
+    let out = Command::new(VMCP)
+        .args(["validate", "-c"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let listed = stderr.matches("is not used by vmcp").count();
+    assert_eq!(listed, 100, "{stderr}");
+    assert!(stderr.contains("4900 more configuration keys"), "{stderr}");
+}

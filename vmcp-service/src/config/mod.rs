@@ -4,6 +4,7 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod limits;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
@@ -319,8 +321,11 @@ impl VmcpConfig {
 pub struct Loaded {
     /// The validated configuration.
     pub config: VmcpConfig,
-    /// Dotted paths of keys that were ignored (not implemented or misspelled).
+    /// Dotted paths of keys that were ignored (not implemented or misspelled), at
+    /// most [`MAX_LISTED_IGNORED`].
     pub ignored_keys: Vec<String>,
+    /// How many more ignored keys there were beyond those listed.
+    pub ignored_unlisted: usize,
 }
 
 /// Parse and validate a YAML configuration.
@@ -328,11 +333,18 @@ pub struct Loaded {
 /// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
 /// are collected by [`validate`] and all reported at once.
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    limits::check(yaml)?;
     let mut ignored_keys = Vec::new();
+    let mut ignored_unlisted = 0;
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
     // Optional sections show up as `?` segments (`incomingAuth.?.oidc`); drop them.
-    let mut record =
-        |path: serde_ignored::Path<'_>| ignored_keys.push(path.to_string().replace(".?", ""));
+    let mut record = |path: serde_ignored::Path<'_>| {
+        if ignored_keys.len() < MAX_LISTED_IGNORED {
+            ignored_keys.push(path.to_string().replace(".?", ""));
+        } else {
+            ignored_unlisted += 1;
+        }
+    };
     let tracked = serde_ignored::Deserializer::new(deserializer, &mut record);
     let config: VmcpConfig = match serde_path_to_error::deserialize(tracked) {
         Ok(config) => config,
@@ -353,12 +365,13 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
     Ok(Loaded {
         config,
         ignored_keys,
+        ignored_unlisted,
     })
 }
 
-/// Read, parse and validate a configuration file.
+/// Read, parse and validate a configuration file: a regular file of at most
+/// [`MAX_CONFIG_BYTES`], nested at most [`MAX_DEPTH`] deep. This blocks; from async
+/// code call it through `tokio::task::spawn_blocking`.
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError::Io(format!("cannot read {}: {e}", path.display())))?;
-    load_str(&text)
+    load_str(&limits::read(path)?)
 }
