@@ -182,7 +182,7 @@ async fn serve(
     } else {
         axum::Router::new().nest_service("/mcp", gateway.service_with(http))
     };
-    let app = mcp.merge(gateway.status_router());
+    let app = mcp.merge(gateway.status_router_with_hosts(allowed_hosts.clone()));
     if let Some(path) = config_path {
         tokio::spawn(reload_on_sighup(gateway.clone(), path));
     }

@@ -180,6 +180,25 @@ async fn hostile_bodies_get_clean_errors_on_the_bare_service() {
     let (_gh, yaml) = backend().await;
     let gw = gateway(config(&yaml)).await;
     check("bare", &gw.url(), gw.addr).await;
+
+    // /status names backends and errors: a rebinding page's Host is refused.
+    let get = |path: &str, host: &str| {
+        reqwest::Client::new()
+            .get(format!("http://{}{path}", gw.addr))
+            .header("Host", host)
+            .send()
+    };
+    assert_eq!(get("/status", "evil.example").await.unwrap().status(), 403);
+    assert_eq!(
+        get("/status", "evil.example:80").await.unwrap().status(),
+        403
+    );
+    let local = format!("127.0.0.1:{}", gw.addr.port());
+    assert_eq!(get("/status", &local).await.unwrap().status(), 200);
+    assert_eq!(get("/status", "localhost").await.unwrap().status(), 200);
+    // Liveness and readiness stay open to anything that can reach the port.
+    assert_eq!(get("/health", "evil.example").await.unwrap().status(), 200);
+    assert_eq!(get("/readyz", "evil.example").await.unwrap().status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

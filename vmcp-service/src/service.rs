@@ -152,6 +152,12 @@ impl Vmcp {
         crate::status::router(self.aggregator.clone())
     }
 
+    /// [`Vmcp::status_router`] with `/status` also answering these `Host` names
+    /// (loopback names always pass; anything else is 403).
+    pub fn status_router_with_hosts(&self, hosts: Vec<String>) -> axum::Router {
+        crate::status::router_with_hosts(self.aggregator.clone(), hosts)
+    }
+
     /// Apply a new configuration without a restart: backends that are new or changed
     /// are (re)connected, removed ones are closed, unchanged ones keep their
     /// connections, and live client sessions stay open and are told what changed.

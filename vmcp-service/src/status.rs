@@ -205,11 +205,48 @@ async fn status(State(aggregator): State<Arc<Aggregator>>) -> Response {
 }
 
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
+/// `/status` names backends and their errors, so it answers only loopback `Host`s
+/// (DNS rebinding, as the MCP endpoint); see [`router_with_hosts`].
 pub fn router(aggregator: Arc<Aggregator>) -> axum::Router {
+    router_with_hosts(aggregator, Vec::new())
+}
+
+/// [`router`], with `/status` also answering these `Host` names (without port).
+pub fn router_with_hosts(aggregator: Arc<Aggregator>, hosts: Vec<String>) -> axum::Router {
+    let hosts: Arc<[String]> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
     axum::Router::new()
         .route("/health", get(alive))
         .route("/ping", get(alive))
         .route("/readyz", get(readyz))
-        .route("/status", get(status))
+        .route(
+            "/status",
+            get(move |state, headers: axum::http::HeaderMap| {
+                let allowed = host_allowed(&headers, &hosts);
+                async move {
+                    if allowed {
+                        status(state).await
+                    } else {
+                        no_store(
+                            (StatusCode::FORBIDDEN, "Forbidden: Host not allowed").into_response(),
+                        )
+                    }
+                }
+            }),
+        )
         .with_state(aggregator)
+}
+
+/// Whether the `Host` header names loopback or one of `hosts`. No `Host` (HTTP/1.0)
+/// is refused.
+fn host_allowed(headers: &axum::http::HeaderMap, hosts: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        v6.split_once(']').map_or("", |(name, _)| name)
+    } else {
+        host.split_once(':').map_or(host.as_str(), |(name, _)| name)
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "::1") || hosts.iter().any(|h| h == name)
 }
