@@ -11,6 +11,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PEERS="${VMCP_PEERS_DIR:-$ROOT/.peers}"
 
 MCP_PY_VERSION="2.3.0"
+JSONSCHEMA_PY_VERSION="4.26.0"
 EVERYTHING_VERSION="2026.8.31"
 NODE22_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
@@ -47,6 +48,14 @@ else
   fi
   log "python: pip install mcp==$MCP_PY_VERSION"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "mcp==$MCP_PY_VERSION"
+fi
+
+# jsonschema checks docs/vmcp.schema.json against the YAML examples (config_ux tests).
+if "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('jsonschema') != '$JSONSCHEMA_PY_VERSION')" 2>/dev/null; then
+  log "python: jsonschema==$JSONSCHEMA_PY_VERSION already in $VENV (skip)"
+else
+  log "python: pip install jsonschema==$JSONSCHEMA_PY_VERSION"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_PY_VERSION"
 fi
 
 # ---------------------------------------------------------------- npm packages

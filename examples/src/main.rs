@@ -7,9 +7,10 @@ use std::process::ExitCode;
 use axum::serve::ListenerExt;
 use clap::{Parser, Subcommand};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+use vmcp_examples::logging::{LogFormat, Logging};
 use vmcp_examples::starter::{STARTER_YAML, embedded_default};
 use vmcp_service::Vmcp;
-use vmcp_service::config::{Loaded, load_file};
+use vmcp_service::config::{Loaded, ignored_key_warning, load_file};
 
 #[derive(Parser)]
 #[command(
@@ -20,6 +21,9 @@ use vmcp_service::config::{Loaded, load_file};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log line format on stderr (`RUST_LOG` sets the filter).
+    #[arg(long, global = true, value_enum, default_value_t)]
+    log_format: LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -33,7 +37,7 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1")]
         host: IpAddr,
         /// Port to bind.
-        #[arg(long, default_value_t = 4483)]
+        #[arg(long, env = "VMCP_PORT", default_value_t = 4483)]
         port: u16,
         /// Extra `Host` header values to accept (DNS-rebinding protection allows loopback only).
         #[arg(long = "allowed-host")]
@@ -45,6 +49,8 @@ enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Print the configuration's JSON Schema (for editors; docs/vmcp.schema.json).
+    Schema,
     /// Write a commented starter configuration.
     Init {
         /// Where to write it; `-` for standard output.
@@ -58,9 +64,7 @@ enum Command {
 
 fn report_ignored(loaded: &Loaded) {
     for key in &loaded.ignored_keys {
-        tracing::warn!(
-            "configuration key {key:?} is not used by vmcp (not implemented, or misspelled)"
-        );
+        tracing::warn!("{}", ignored_key_warning(key));
     }
     if loaded.ignored_unlisted > 0 {
         tracing::warn!(
@@ -70,16 +74,19 @@ fn report_ignored(loaded: &Loaded) {
     }
 }
 
+/// A file without backends is valid (they can come with a reload) but serves
+/// nothing; most likely an empty or all-comment file.
+fn warn_if_empty(loaded: &Loaded) {
+    if loaded.config.backends.is_empty() {
+        tracing::warn!("no backends configured: the endpoint will serve an empty catalog");
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,rmcp=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match run(Cli::parse().command).await {
+    let cli = Cli::parse();
+    let logging = Logging::init(cli.log_format);
+    match run(cli.command, logging).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -88,17 +95,28 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run(command: Command) -> anyhow::Result<()> {
+async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
     match command {
         Command::Validate { config } => {
             let loaded = load_file(&config)?;
             report_ignored(&loaded);
+            warn_if_empty(&loaded);
             println!(
                 "{}: valid ({} backend(s))",
                 config.display(),
                 loaded.config.backends.len()
             );
             Ok(())
+        }
+        Command::Schema => {
+            use std::io::Write;
+            let schema = vmcp_service::config::schema::json_schema();
+            let text = serde_json::to_string_pretty(&schema)?;
+            // `vmcp schema | head` closes the pipe early; that is not an error.
+            match writeln!(std::io::stdout().lock(), "{text}") {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
         }
         Command::Init { output, force } => {
             if output.as_os_str() == "-" {
@@ -108,7 +126,8 @@ async fn run(command: Command) -> anyhow::Result<()> {
             if output.exists() && !force {
                 anyhow::bail!("{} exists; pass --force to overwrite", output.display());
             }
-            std::fs::write(&output, STARTER_YAML)?;
+            std::fs::write(&output, STARTER_YAML)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", output.display()))?;
             println!("wrote {}", output.display());
             Ok(())
         }
@@ -117,7 +136,7 @@ async fn run(command: Command) -> anyhow::Result<()> {
             host,
             port,
             allowed_hosts,
-        } => serve(config, host, port, allowed_hosts).await,
+        } => serve(config, host, port, allowed_hosts, logging).await,
     }
 }
 
@@ -126,11 +145,13 @@ async fn serve(
     host: IpAddr,
     port: u16,
     mut allowed_hosts: Vec<String>,
+    logging: Logging,
 ) -> anyhow::Result<()> {
     let (config, _demo) = match &config_path {
         Some(path) => {
             let loaded = load_file(path)?;
             report_ignored(&loaded);
+            warn_if_empty(&loaded);
             (loaded.config, None)
         }
         None => {
@@ -205,6 +226,7 @@ async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
+            logging.shutting_down();
             stopping.shutdown().await;
         })
         .await?;

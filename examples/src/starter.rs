@@ -5,8 +5,10 @@ use vmcp_service::config::{BackendConfig, VmcpConfig};
 use crate::demo::{DemoSpec, RunningDemo, spawn};
 
 /// The commented starter configuration `vmcp init` writes.
-pub const STARTER_YAML: &str = r#"# vmcp configuration. Keys follow the reference vMCP's file where it has one.
+pub const STARTER_YAML: &str = r#"# yaml-language-server: $schema=./vmcp.schema.json
+# vmcp configuration. Keys follow the reference vMCP's file where it has one.
 # Check it with: vmcp validate --config vmcp.yaml
+# Editor completion: vmcp schema > vmcp.schema.json (the line above points at it).
 name: my-vmcp                  # advertised as serverInfo.name
 groupRef: default              # reported on the status surface
 

@@ -41,7 +41,8 @@ pub fn peers_dir() -> PathBuf {
     dir
 }
 
-fn python() -> PathBuf {
+/// The Python of the peers' venv (the SDK `mcp`, `jsonschema`).
+pub fn python() -> PathBuf {
     peers_dir().join("venv/bin/python")
 }
 
@@ -173,12 +174,18 @@ pub async fn everything_on(port: u16, mode: EverythingMode) -> Peer {
 /// Run the Python SDK client (`tests/peers/py_client.py`) with `ops` in one
 /// connection and return its JSON report.
 pub async fn py_client(url: &str, mode: &str, ops: Value) -> Value {
+    py_client_with_stderr(url, mode, ops).await.0
+}
+
+/// [`py_client`], also returning what the client wrote to stderr (the SDK's own
+/// warnings, such as a failed session termination).
+pub async fn py_client_with_stderr(url: &str, mode: &str, ops: Value) -> (Value, String) {
     let mut child = Command::new(python())
         .arg(repo_root().join("tests/peers/py_client.py"))
         .args([url, mode])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .expect("start py_client.py");
@@ -193,8 +200,12 @@ pub async fn py_client(url: &str, mode: &str, ops: Value) -> Value {
         .expect("py_client.py finished within 60s")
         .expect("py_client.py ran");
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("py_client.py printed non-JSON ({e}): {text}"))
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    // Still shown with the test's output, as when it was inherited.
+    eprint!("{stderr}");
+    let report = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("py_client.py printed non-JSON ({e}): {text}\n{stderr}"));
+    (report, stderr)
 }
 
 /// A gateway serving on loopback; stopped on drop.

@@ -67,7 +67,7 @@ use crate::body::{BodySummary, ObservedBody};
 use crate::context::{BackendTarget, ClientInfo, Identity, ParsedMcpRequest};
 
 /// `audit:` — the audit log.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditConfig {
     /// Write audit lines (default true when the section is present).

@@ -179,7 +179,8 @@ impl Aggregator {
                     }
                     Err(error) => {
                         // The last good report stays: health decides when it goes.
-                        tracing::warn!(backend = %name, "backend listing failed: {error}");
+                        // Health has logged the failure (once per change).
+                        tracing::debug!(backend = %name, "backend listing failed: {error}");
                         failed.insert(name.to_string());
                     }
                 }

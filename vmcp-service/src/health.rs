@@ -258,7 +258,9 @@ impl BackendHealth {
         s.unauthenticated = false;
         s.last_latency = Some(latency);
         s.last_check = Some(SystemTime::now());
-        s.last_error = None;
+        if s.last_error.take().is_some() {
+            tracing::info!(backend = %self.backend, "backend {:?} answers again", &*self.backend);
+        }
         match source {
             Source::Call => {
                 s.call_failures = 0;
@@ -291,6 +293,11 @@ impl BackendHealth {
         let mut s = self.state();
         let before = s.status;
         s.last_check = Some(SystemTime::now());
+        // One warning when a backend starts failing or fails differently; retries
+        // with the same reason stay quiet.
+        if s.last_error.as_deref() != Some(error) {
+            tracing::warn!(backend = %self.backend, "backend {:?} failing: {error}", &*self.backend);
+        }
         s.last_error = Some(error.to_owned());
         s.unauthenticated = unauthenticated;
         match source {

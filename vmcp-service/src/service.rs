@@ -265,16 +265,22 @@ where
                 }
             }
         }
-        let deleting = owner && req.method() == http::Method::DELETE;
+        let delete = req.method() == http::Method::DELETE;
+        let deleting = owner && delete;
         let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
         Box::pin(async move {
-            let response = match bare {
+            let mut response = match bare {
                 None => inner.handle(req).await,
                 Some(bare) => match crate::bare::check(&bare, req).await {
                     Ok(req) => inner.handle(req).await,
                     Err(refused) => return Ok(refused),
                 },
             };
+            // rmcp answers a session DELETE with 202, which clients (the Python SDK
+            // among them) take as failure: they expect 200 or 204 (or 405).
+            if delete && response.status() == http::StatusCode::ACCEPTED {
+                *response.status_mut() = http::StatusCode::NO_CONTENT;
+            }
             match &session {
                 None => {
                     if let Some(created) = created_by(&response) {

@@ -125,7 +125,8 @@ pub trait StatusReporter: Send + Sync + 'static {
     fn report(&self, status: &Status);
 }
 
-/// Logs the status: phase at info, each unadvertisable backend at warn.
+/// Logs the status at debug: health changes and failures are logged where they
+/// happen (once per change), so this would only repeat them every interval.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LoggingReporter;
 
@@ -136,9 +137,9 @@ impl StatusReporter for LoggingReporter {
             .iter()
             .filter(|b| b.health.advertisable())
             .count();
-        tracing::info!(phase = ?status.phase, up, total = status.backends.len(), "vmcp status");
+        tracing::debug!(phase = ?status.phase, up, total = status.backends.len(), "vmcp status");
         for b in status.backends.iter().filter(|b| !b.health.advertisable()) {
-            tracing::warn!(backend = %b.name, health = ?b.health, last_error = b.last_error.as_deref().unwrap_or(""), "backend not advertised");
+            tracing::debug!(backend = %b.name, health = ?b.health, last_error = b.last_error.as_deref().unwrap_or(""), "backend not advertised");
         }
     }
 }

@@ -61,7 +61,7 @@ use crate::jsonrpc;
 pub use jwt::{JwtError, JwtSettings, JwtValidator};
 
 /// `incomingAuth:` — how callers authenticate, and (`authz`) what they may do.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IncomingAuthConfig {
     /// `anonymous` or `oidc`.
@@ -76,7 +76,7 @@ pub struct IncomingAuthConfig {
 }
 
 /// `incomingAuth.oidc:` — the token issuer.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OidcConfig {
     /// The issuer (`iss`); keys are discovered from its
@@ -98,10 +98,12 @@ pub struct OidcConfig {
     pub scopes: Vec<String>,
     /// Clock skew tolerated on `exp`/`nbf` (default 30s).
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub leeway: Option<Duration>,
     /// The least time between two JWKS fetches triggered by unknown key ids
     /// (default 10s).
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub jwks_refresh_min_interval: Option<Duration>,
     /// Allow `http://` issuer and JWKS URLs that are not loopback.
     #[serde(default)]

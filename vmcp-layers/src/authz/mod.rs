@@ -58,7 +58,7 @@ use crate::context::{
 use cedar::{CedarAuthorizer, CedarSettings, Target};
 
 /// `incomingAuth.authz:` — authorization policies.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthzConfig {
     /// `cedar` or `none`.

@@ -70,7 +70,7 @@ use crate::context::{
 pub use metrics::Metrics;
 
 /// A sampling rate written as a number or a string (`"0.1"`, as the reference does).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum SamplingRate {
     /// `0.1`
@@ -91,7 +91,7 @@ impl SamplingRate {
 }
 
 /// `telemetry:` — OpenTelemetry and Prometheus.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TelemetryConfig {
     /// The OTLP/HTTP collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` and
@@ -125,6 +125,7 @@ pub struct TelemetryConfig {
     pub custom_attributes: BTreeMap<String, String>,
     /// How often metrics are pushed (default 60s).
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub metrics_interval: Option<Duration>,
 }
 

@@ -3,6 +3,7 @@
 
 pub mod client;
 pub mod meta;
+pub mod reason;
 pub mod registry;
 pub mod sse;
 

@@ -4,7 +4,9 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod hints;
 mod limits;
+pub mod schema;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -13,11 +15,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use hints::ignored_key_warning;
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VmcpConfig {
     /// Name of this virtual server; advertised as `serverInfo.name`.
@@ -55,7 +58,7 @@ impl VmcpConfig {
 }
 
 /// One inline backend.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendConfig {
     /// Unique backend name (the `{workload}` of prefixes and policies).
@@ -73,7 +76,7 @@ pub struct BackendConfig {
 }
 
 /// The transport used to reach a backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum Transport {
     /// Streamable HTTP (both MCP revisions).
     #[serde(rename = "streamable-http")]
@@ -104,7 +107,7 @@ impl BackendConfig {
 }
 
 /// `aggregation:` — conflict resolution, filtering and overrides.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AggregationConfig {
     /// `prefix` (default), `priority` or `manual`.
@@ -128,7 +131,7 @@ pub struct AggregationConfig {
 }
 
 /// `aggregation.conflictResolutionConfig`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConflictResolutionConfig {
     /// Prefix template; `{workload}` is replaced by the backend name. Default `{workload}_`.
@@ -140,7 +143,7 @@ pub struct ConflictResolutionConfig {
 }
 
 /// One entry of `aggregation.tools`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadToolsConfig {
     /// The backend this entry configures.
@@ -158,7 +161,7 @@ pub struct WorkloadToolsConfig {
 }
 
 /// A per-tool override, applied before conflict resolution.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolOverride {
     /// New advertised name.
@@ -174,7 +177,7 @@ pub struct ToolOverride {
 }
 
 /// `operational:` — timeouts and failure handling.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationalConfig {
     /// Timeouts for backend operations.
@@ -186,23 +189,27 @@ pub struct OperationalConfig {
 }
 
 /// `operational.failureHandling`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureHandlingConfig {
     /// Time between health checks of each backend. Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub health_check_interval: Option<Duration>,
     /// Consecutive failures (checks or calls) that make a backend unhealthy. Default 3.
     #[serde(default)]
     pub unhealthy_threshold: Option<u32>,
     /// Bound on one health check. Default 10s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub health_check_timeout: Option<Duration>,
     /// Latency above which a successful answer counts as degraded. Default 5s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub degraded_threshold: Option<Duration>,
     /// How often the status is reported to the status reporters. Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub status_reporting_interval: Option<Duration>,
     /// The circuit breaker (off unless `enabled`).
     #[serde(default)]
@@ -210,7 +217,7 @@ pub struct FailureHandlingConfig {
 }
 
 /// `operational.failureHandling.circuitBreaker`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CircuitBreakerConfig {
     /// Turn the breaker on.
@@ -221,21 +228,25 @@ pub struct CircuitBreakerConfig {
     pub failure_threshold: Option<u32>,
     /// How long the circuit stays open before one probe is let through. Default 60s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<Duration>,
 }
 
 /// `operational.timeouts`.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TimeoutsConfig {
     /// Bound on one backend call (`tools/call`, `resources/read`, …). Default 30s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub default: Option<Duration>,
     /// Per-backend call bounds overriding `default`.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, String>")]
     pub per_workload: BTreeMap<String, humantime_serde::Serde<Duration>>,
     /// Bound on one backend's share of an aggregation fan-out (connect + list). Default 10s.
     #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
     pub discovery: Option<Duration>,
 }
 
@@ -333,7 +344,11 @@ pub struct Loaded {
 /// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
 /// are collected by [`validate`] and all reported at once.
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    // Limits first: the syntax check below parses too.
     limits::check(yaml)?;
+    if let Some(error) = hints::syntax_error(yaml) {
+        return Err(ConfigError::Parse(error));
+    }
     let mut ignored_keys = Vec::new();
     let mut ignored_unlisted = 0;
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
@@ -361,7 +376,13 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
             ));
         }
     };
-    validate(&config)?;
+    match validate(&config) {
+        Err(ConfigError::Invalid(mut errors)) => {
+            hints::annotate_required(&mut errors, &hints::misspellings(&ignored_keys));
+            return Err(ConfigError::Invalid(errors));
+        }
+        other => other?,
+    }
     Ok(Loaded {
         config,
         ignored_keys,

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use rmcp::service::{ClientInitializeError, ServiceError};
 
+use crate::backend::reason::FailureReason;
+
 /// Why a backend operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
@@ -61,10 +63,11 @@ impl BackendError {
     /// A description for status reporting: no URLs, no tokens.
     pub fn summary(&self) -> String {
         match self {
-            BackendError::Unreachable { .. } => "unreachable".into(),
+            // The reasons are words from `FailureReason`: no URLs, no type names.
+            BackendError::Unreachable { reason, .. } => reason.clone(),
             BackendError::Mcp { error, .. } => format!("error {}", error.code.0),
             BackendError::Timeout { timeout, .. } => format!("timeout after {timeout:?}"),
-            BackendError::Transport { .. } => "connection failed".into(),
+            BackendError::Transport { reason, .. } => format!("connection failed: {reason}"),
             BackendError::CircuitOpen { .. } => "circuit open".into(),
         }
     }
@@ -86,19 +89,14 @@ pub(super) fn is_session_expired(error: &ServiceError) -> bool {
 
 /// Whether a failed handshake never reached a server (nothing to retry).
 pub(super) fn is_unreachable(error: &ClientInitializeError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if let Some(e) = e.downcast_ref::<reqwest::Error>()
-            && (e.is_connect() || e.is_timeout())
-        {
-            return true;
-        }
-        source = e.source();
-    }
-    false
+    FailureReason::of(error).is_unreachable()
 }
 
+/// Why a handshake failed, in words, and whether credentials were refused.
 pub(super) fn describe_init_error(error: ClientInitializeError) -> (String, bool) {
-    let refused = error.is_authorization_required() || error.auth_challenge().is_some();
-    (error.to_string(), refused)
+    let reason = FailureReason::of(&error);
+    let refused = error.is_authorization_required()
+        || error.auth_challenge().is_some()
+        || reason == FailureReason::AuthRequired;
+    (reason.to_string(), refused)
 }

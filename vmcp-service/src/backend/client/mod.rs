@@ -23,6 +23,7 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::reason::FailureReason;
 use super::sse::{SseClientConfig, SseClientTransport};
 use crate::config::{BackendConfig, Transport};
 use crate::health::{BackendHealth, HealthSettings, Source};
@@ -368,9 +369,9 @@ impl BackendClient {
                 )
                 .await
                 .map_err(|e| {
-                    let text = e.to_string();
-                    let refused = text.contains(" 401") || text.contains(" 403");
-                    (text, refused)
+                    let reason = FailureReason::of(&e);
+                    let refused = reason == FailureReason::AuthRequired;
+                    (reason.to_string(), refused)
                 })?;
                 rmcp::ServiceExt::serve(handler, transport)
                     .await
@@ -450,7 +451,7 @@ impl BackendClient {
                 self.discard(conn).await;
                 BackendError::Transport {
                     backend: self.name.clone(),
-                    reason: other.to_string(),
+                    reason: FailureReason::of(&other).to_string(),
                 }
             }
         }

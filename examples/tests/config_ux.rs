@@ -1,0 +1,261 @@
+//! What `vmcp validate`, `init` and `schema` tell a person about their file, run as
+//! the real binary; and the published schema checked with the Python `jsonschema`
+//! package against every YAML example vmcp ships.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+use vmcp_tests::repo_root;
+
+const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+
+fn temp_file(name: &str, contents: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("vmcp-ux-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("vmcp.yaml");
+    std::fs::write(&path, contents).unwrap();
+    path
+}
+
+async fn vmcp(args: &[&str], file: Option<&Path>) -> (Output, String, String) {
+    let mut command = Command::new(VMCP);
+    command.args(args).env_remove("RUST_LOG");
+    if let Some(file) = file {
+        command.arg(file);
+    }
+    let out = command.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, stdout, stderr)
+}
+
+async fn validate(name: &str, yaml: &str) -> (bool, String, String) {
+    let path = temp_file(name, yaml);
+    let (out, stdout, stderr) = vmcp(&["validate", "-c"], Some(&path)).await;
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    (out.status.success(), stdout, stderr)
+}
+
+#[tokio::test]
+async fn validate_warns_when_there_are_no_backends() {
+    for (name, yaml) in [("empty", ""), ("comments", "# nothing here yet\n")] {
+        let (ok, stdout, stderr) = validate(name, yaml).await;
+        assert!(ok, "{name}: {stderr}");
+        assert!(stdout.contains("valid (0 backend(s))"), "{stdout}");
+        assert!(
+            stderr.contains("WARN") && stderr.contains("no backends configured"),
+            "{name}: {stderr}"
+        );
+    }
+    let (ok, _, stderr) = validate(
+        "one",
+        "backends: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\n",
+    )
+    .await;
+    assert!(ok);
+    assert!(!stderr.contains("no backends"), "{stderr}");
+}
+
+#[tokio::test]
+async fn validate_suggests_the_closest_key() {
+    // A wrongly cased required key: the error says what was found instead.
+    let (ok, _, stderr) = validate(
+        "case",
+        "backends:\n  - name: a\n    URL: http://127.0.0.1:1/mcp\n",
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("backends[0].url is required (found `URL`, did you mean `url`?)"),
+        "{stderr}"
+    );
+    // A misspelled optional key: valid, with a warning naming the likely key.
+    let (ok, _, stderr) = validate(
+        "typo",
+        "backends:\n  - {name: a, url: 'http://127.0.0.1:1/sse', transprot: sse}\naggregation: {conflictResolutoin: prefix}\n",
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    for expected in [
+        r#""backends.0.transprot" is not used by vmcp (did you mean "transport"?)"#,
+        r#""aggregation.conflictResolutoin" is not used by vmcp (did you mean "conflictResolution"?)"#,
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    // A key of the reference vMCP that vmcp does not implement: no false suggestion.
+    let (ok, _, stderr) = validate(
+        "unknown",
+        "backends: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\noutgoingAuth: {source: inline}\n",
+    )
+    .await;
+    assert!(ok);
+    assert!(
+        stderr.contains(r#""outgoingAuth" is not used by vmcp (not implemented, or misspelled)"#),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn yaml_syntax_errors_give_line_column_and_text() {
+    let (ok, _, stderr) =
+        validate("unclosed", "backends:\n  - name: a\n    url: [http://x\n").await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("YAML syntax error at line 4, column 1")
+            && stderr.contains("a flow sequence that starts at line 3, column 10")
+            && stderr.contains("3 |     url: [http://x"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("invalid type"), "{stderr}");
+
+    let (ok, _, stderr) = validate("indent", "name: x\n  bad: indent\n").await;
+    assert!(!ok);
+    assert!(
+        stderr.contains("YAML syntax error at line 2, column 6")
+            && stderr.contains("2 |   bad: indent"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn init_names_the_path_it_could_not_write() {
+    let dir = std::env::temp_dir().join(format!("vmcp-ux-{}-init", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let target = dir.join("sub/dir/x.yaml");
+    let (out, _, stderr) = vmcp(&["init", "--output"], Some(&target)).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!("cannot write {}", target.display())),
+        "{stderr}"
+    );
+}
+
+/// Every fenced ```yaml block of a Markdown file.
+fn yaml_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match &mut current {
+            // ```yaml, or ```yaml file=NAME (a file the README's shell blocks use).
+            None if line.trim_start() == "```yaml" || line.trim_start().starts_with("```yaml ") => {
+                current = Some(String::new())
+            }
+            Some(block) if line.trim_start() == "```" => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
+}
+
+fn markdown_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            markdown_files(&path, into);
+        } else if path.extension().is_some_and(|e| e == "md") {
+            into.push(path);
+        }
+    }
+}
+
+/// `documents` checked against `schema` by the `jsonschema` package: errors by name.
+async fn jsonschema_errors(schema: &Value, documents: &BTreeMap<String, Value>) -> Value {
+    let mut child = Command::new(vmcp_tests::python())
+        .arg(repo_root().join("tests/peers/validate_schema.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start validate_schema.py");
+    let mut stdin = child.stdin.take().unwrap();
+    let request = json!({"schema": schema, "documents": documents});
+    stdin
+        .write_all(request.to_string().as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.unwrap();
+    assert!(
+        out.status.success(),
+        "validate_schema.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn the_published_schema_is_current_and_checks_every_example() {
+    let (out, stdout, stderr) = vmcp(&["schema"], None).await;
+    assert!(out.status.success(), "{stderr}");
+    let schema: Value = serde_json::from_str(&stdout).unwrap();
+    let published: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("docs/vmcp.schema.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        schema == published,
+        "docs/vmcp.schema.json is stale: run `cargo run -p vmcp-examples --bin vmcp -- schema > docs/vmcp.schema.json`"
+    );
+
+    let (out, starter, _) = vmcp(&["init", "-o", "-"], None).await;
+    assert!(out.status.success());
+    assert!(
+        starter.starts_with("# yaml-language-server: $schema="),
+        "init's starter points editors at the schema:\n{starter}"
+    );
+    let mut documents = BTreeMap::new();
+    let yaml = |text: &str| -> Value { serde_yaml_ng::from_str(text).unwrap() };
+    documents.insert("init".to_owned(), yaml(&starter));
+    let mut files = vec![repo_root().join("README.md")];
+    markdown_files(&repo_root().join("docs"), &mut files);
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file
+            .strip_prefix(repo_root())
+            .unwrap()
+            .display()
+            .to_string();
+        for (i, block) in yaml_blocks(&text).into_iter().enumerate() {
+            documents.insert(format!("{name} yaml block {}", i + 1), yaml(&block));
+        }
+    }
+    assert!(
+        documents.keys().any(|k| k.starts_with("README.md"))
+            && documents
+                .keys()
+                .any(|k| k.starts_with("docs/configuration.md")),
+        "the examples were found: {:?}",
+        documents.keys()
+    );
+    // The negative control: a misspelled key must be refused.
+    documents.insert(
+        "misspelled".to_owned(),
+        json!({"backends": [{"name": "a", "URL": "http://127.0.0.1:1/mcp"}]}),
+    );
+    let report = jsonschema_errors(&schema, &documents).await;
+    for (name, errors) in report.as_object().unwrap() {
+        if name == "misspelled" {
+            assert!(
+                errors.to_string().contains("URL"),
+                "the misspelled key is refused: {errors}"
+            );
+        } else {
+            assert_eq!(errors, &json!([]), "{name} does not match the schema");
+        }
+    }
+}
