@@ -69,6 +69,12 @@ fn report_ignored(loaded: &Loaded) {
     for key in &loaded.ignored_keys {
         tracing::warn!("{}", ignored_key_warning(key));
     }
+    if loaded.ignored_unlisted > 0 {
+        tracing::warn!(
+            "{} more configuration keys are not used by vmcp (not listed)",
+            loaded.ignored_unlisted
+        );
+    }
 }
 
 /// A file without backends is valid (they can come with a reload) but serves
@@ -166,6 +172,16 @@ async fn serve(
         allowed_hosts.push(host.to_string());
     }
     config.ui.enabled |= ui;
+    if config
+        .incoming_auth
+        .as_ref()
+        .is_none_or(|a| a.oidc.is_none())
+    {
+        // Without a token there is no identity to bind a 2025-11-25 session to.
+        tracing::warn!(
+            "no incomingAuth oidc: a Legacy Mcp-Session-Id alone grants its session; treat session ids as bearer secrets"
+        );
+    }
     let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
     // As `Vmcp::service()`: plain JSON bodies for 2026-07-28 requests that stream nothing.
     let mut http = StreamableHttpServerConfig::default().with_json_response(true);
@@ -193,7 +209,7 @@ async fn serve(
     } else {
         axum::Router::new().nest_service("/mcp", gateway.service_with(http))
     };
-    let app = mcp.merge(gateway.status_router());
+    let app = mcp.merge(gateway.status_router_with_hosts(allowed_hosts.clone()));
     if let Some(path) = config_path {
         tokio::spawn(reload_on_sighup(gateway.clone(), path));
     }
@@ -241,7 +257,17 @@ async fn reload_on_sighup(gateway: std::sync::Arc<Vmcp>, path: PathBuf) {
         return;
     };
     while hup.recv().await.is_some() {
-        match load_file(&path) {
+        // Parsing blocks: off the runtime, so in-flight requests are not held up.
+        let file = path.clone();
+        let loaded = tokio::task::spawn_blocking(move || load_file(&file))
+            .await
+            .unwrap_or_else(|e| {
+                Err(vmcp_service::config::ConfigError::Io {
+                    path: path.clone(),
+                    source: std::io::Error::other(e),
+                })
+            });
+        match loaded {
             Ok(loaded) => {
                 report_ignored(&loaded);
                 gateway.reload(loaded.config).await;

@@ -408,3 +408,149 @@ telemetry: {{enablePrometheusMetricsPath: true}}
         .collect();
     assert_eq!(outcomes, ["\"success\"", "\"denied\""], "{lines}");
 }
+
+/// `vmcp validate` on hostile files fails fast with a clear error: 100,000 levels of
+/// flow nesting (the parser is quadratic in depth: minutes), `/dev/zero` (endless),
+/// a file over the size limit, and one listing a million unknown keys.
+#[tokio::test]
+async fn validate_refuses_hostile_files_fast() {
+    let deep = temp_file(
+        "deep",
+        &format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+    );
+    let big = temp_file("big", &format!("a: \"{}\"\n", "x".repeat(5 * 1024 * 1024)));
+    let cases = [
+        (deep, "nested deeper than 64 levels at line 1"),
+        ("/dev/zero".into(), "not a regular file"),
+        (big, "larger than 4194304 bytes"),
+    ];
+    for (path, expected) in cases {
+        let started = std::time::Instant::now();
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            Command::new(VMCP)
+                .args(["validate", "-c"])
+                .arg(&path)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("validate {} did not finish in 30 s", path.display()))
+        .unwrap();
+        let took = started.elapsed();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{}: {stderr}", path.display());
+        assert!(stderr.contains(expected), "{}: {stderr}", path.display());
+        assert!(
+            took < Duration::from_secs(2),
+            "{} took {took:?}",
+            path.display()
+        );
+    }
+
+    // Unknown keys are reported, but only the first hundred are listed.
+    let mut many = String::new();
+    for i in 0..5_000 {
+        many.push_str(&format!("k{i}: 1\n"));
+    }
+    let path = temp_file("many", &many);
+    let out = Command::new(VMCP)
+        .args(["validate", "-c"])
+        .arg(&path)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let listed = stderr.matches("is not used by vmcp").count();
+    assert_eq!(listed, 100, "{stderr}");
+    assert!(stderr.contains("4900 more configuration keys"), "{stderr}");
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// One Legacy session: initialize, initialized, DELETE.
+async fn session_cycle(client: &reqwest::Client, url: &str) {
+    let response = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "rss", "version": "1"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = response.bytes().await;
+    let posted = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 202);
+    let deleted = client
+        .delete(url)
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+}
+
+/// 10 cycles of 2,000 Legacy sessions opened and DELETEd leave the gateway's RSS
+/// within 10% of where it stood after the first cycle (before the fix each session
+/// left ~15 KB behind: +30 MB per cycle).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_sessions_leave_rss_flat() {
+    let port = free_port();
+    let mut server = Command::new(VMCP)
+        .args(["serve", "--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let pid = server.id().unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let client = reqwest::Client::new();
+    let mut samples = Vec::new();
+    for _ in 0..10 {
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..16 {
+            let (client, url) = (client.clone(), url.clone());
+            workers.spawn(async move {
+                for _ in 0..125 {
+                    session_cycle(&client, &url).await;
+                }
+            });
+        }
+        while let Some(done) = workers.join_next().await {
+            done.unwrap();
+        }
+        samples.push(rss_kib(pid));
+    }
+    let _ = server.kill().await;
+    // The first cycle warms allocator arenas and connection pools: the baseline.
+    let (baseline, last) = (samples[0], samples[samples.len() - 1]);
+    println!("gateway RSS after each cycle of 2,000 sessions (KiB): {samples:?}");
+    assert!(
+        last * 10 <= baseline * 11,
+        "RSS grew from {baseline} KiB to {last} KiB over 10 cycles: {samples:?}"
+    );
+}

@@ -124,6 +124,12 @@ pub enum ParseError {
     /// The body is JSON but not a JSON-RPC object.
     #[error("request body is not a JSON-RPC object")]
     NotAnObject,
+    /// An object repeats a key: parsers disagree on which one counts.
+    #[error("request body repeats a key: {0}")]
+    DuplicateKey(String),
+    /// `id` is present but neither a string nor an integer (e.g. `null`).
+    #[error("the JSON-RPC id must be a string or an integer")]
+    InvalidId,
 }
 
 const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -159,8 +165,13 @@ impl ParsedMcpRequest {
         protocol_header: Option<&str>,
         has_session: bool,
     ) -> Result<Self, ParseError> {
-        let value: Value =
-            serde_json::from_slice(body).map_err(|e| ParseError::NotJson(e.to_string()))?;
+        let value = crate::strict_json::from_slice(body).map_err(|e| {
+            if e.classify() == serde_json::error::Category::Data {
+                ParseError::DuplicateKey(e.to_string())
+            } else {
+                ParseError::NotJson(e.to_string())
+            }
+        })?;
         let mut object = match value {
             Value::Object(object) => object,
             Value::Array(_) => return Err(ParseError::Batch),
@@ -171,6 +182,14 @@ impl ParsedMcpRequest {
             _ => String::new(),
         };
         let id = object.remove("id");
+        // rmcp reads ids as string or i64; anything else would reach it and be
+        // answered 415 instead of -32600.
+        if id
+            .as_ref()
+            .is_some_and(|id| !(id.is_string() || id.is_i64()))
+        {
+            return Err(ParseError::InvalidId);
+        }
         let mut params = match object.remove("params") {
             Some(Value::Object(params)) => params,
             _ => Map::new(),
@@ -475,5 +494,24 @@ mod tests {
             ParsedMcpRequest::parse(b"42", None, false),
             Err(ParseError::NotAnObject)
         );
+    }
+
+    #[test]
+    fn rejects_duplicate_keys_and_ids_rmcp_cannot_read() {
+        let twice = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call"}"#;
+        assert!(matches!(
+            ParsedMcpRequest::parse(twice, None, false),
+            Err(ParseError::DuplicateKey(_))
+        ));
+        for id in ["null", "{}", "[1]", "true", "1.5"] {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list"}}"#);
+            assert_eq!(
+                ParsedMcpRequest::parse(body.as_bytes(), None, false),
+                Err(ParseError::InvalidId),
+                "id {id}"
+            );
+        }
+        let body = br#"{"jsonrpc":"2.0","id":"a","method":"tools/list"}"#;
+        assert!(ParsedMcpRequest::parse(body, None, false).is_ok());
     }
 }

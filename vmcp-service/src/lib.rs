@@ -36,6 +36,7 @@
 
 mod aggregator;
 pub mod backend;
+mod bare;
 pub mod catalog;
 pub mod config;
 mod handler;
@@ -44,6 +45,7 @@ mod pagination;
 mod propagation;
 mod router;
 mod service;
+mod session_binding;
 mod sessions;
 pub mod status;
 pub mod ui;
@@ -57,3 +59,13 @@ pub use aggregator::{Aggregator, CatalogChange, CatalogProvider};
 pub use config::{ConfigError, VmcpConfig};
 pub use service::{StartError, Vmcp, VmcpBody, VmcpService};
 pub use sessions::Sessions;
+
+/// The parsers that take hostile input, for the fuzz targets in `tests/fuzz` only;
+/// not part of the supported API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::catalog::UriTemplate;
+    pub use crate::names::{is_valid_name, sanitize};
+    pub use crate::pagination::page;
+    pub use vmcp_layers::context::ListKind;
+}

@@ -4,7 +4,7 @@
 //! prompt name is brought into that shape or dropped.
 
 /// True when `name` matches `^[a-zA-Z0-9_-]{1,64}$`.
-pub(crate) fn is_valid_name(name: &str) -> bool {
+pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 64
         && name
@@ -16,7 +16,7 @@ pub(crate) fn is_valid_name(name: &str) -> bool {
 ///
 /// Returns `None` when no valid name can be made without losing information
 /// (empty, or longer than 64 characters): truncating would silently merge names.
-pub(crate) fn sanitize(name: &str) -> Option<String> {
+pub fn sanitize(name: &str) -> Option<String> {
     if is_valid_name(name) {
         return Some(name.to_owned());
     }

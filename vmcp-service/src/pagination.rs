@@ -56,7 +56,7 @@ fn encode(kind: ListKind, last: &str, delivered: usize) -> String {
 /// Returns the page and the next cursor, which is `None` at the end (never an empty
 /// string: clients must treat `""` as a real cursor). A malformed, oversized or
 /// wrong-verb cursor is `-32602`.
-pub(crate) fn page<T: Clone>(
+pub fn page<T: Clone>(
     items: &[T],
     key: impl Fn(&T) -> &str,
     kind: ListKind,
@@ -70,10 +70,15 @@ pub(crate) fn page<T: Clone>(
             let position = decode(cursor, kind)?;
             let first = items.partition_point(|item| key(item) < position.l.as_str());
             let past = items.partition_point(|item| key(item) <= position.l.as_str());
-            (first + position.d).min(past)
+            // `d` is client-supplied: an overflow is a bad cursor, not a panic (debug)
+            // or a wrapped, wrong page (release).
+            first
+                .checked_add(position.d)
+                .ok_or_else(|| invalid("position out of range"))?
+                .min(past)
         }
     };
-    let end = (start + page_size).min(items.len());
+    let end = start.saturating_add(page_size).min(items.len());
     let page = items[start..end].to_vec();
     let next = if end < items.len() {
         let last = key(&items[end - 1]);
@@ -151,5 +156,15 @@ mod tests {
         }
         let err = page(&["a"], |s| s, ListKind::Prompts, Some(&cursor), 1).unwrap_err();
         assert!(err.message.contains("another list"));
+    }
+
+    #[test]
+    fn a_delivered_count_that_overflows_is_invalid_params() {
+        let cursor = encode(ListKind::Tools, "b", usize::MAX);
+        let err = page(&["a", "b", "c"], |s| s, ListKind::Tools, Some(&cursor), 2).unwrap_err();
+        assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        // A huge page size (config) cannot overflow either.
+        let (all, next) = page(&["a", "b"], |s| s, ListKind::Tools, None, usize::MAX).unwrap();
+        assert_eq!((all.len(), next), (2, None));
     }
 }

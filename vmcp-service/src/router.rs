@@ -33,8 +33,20 @@ fn backend_meta(meta: Option<RequestMetaObject>) -> Option<RequestMetaObject> {
     (!meta.0.0.is_empty()).then_some(meta)
 }
 
+/// The longest client-supplied name repeated in an error (and so in logs): a 1 MiB
+/// tool name must not become a 1 MiB answer and log line.
+const SHOWN_NAME_CHARS: usize = 128;
+
+/// `name`, cut to [`SHOWN_NAME_CHARS`] characters with an ellipsis.
+fn shown(name: &str) -> std::borrow::Cow<'_, str> {
+    match name.char_indices().nth(SHOWN_NAME_CHARS) {
+        None => name.into(),
+        Some((cut, _)) => format!("{}…", &name[..cut]).into(),
+    }
+}
+
 fn unknown(kind: &str, name: &str) -> ErrorData {
-    ErrorData::invalid_params(format!("unknown {kind}: {name}"), None)
+    ErrorData::invalid_params(format!("unknown {kind}: {}", shown(name)), None)
 }
 
 /// Route `tools/call` by advertised name. Hidden and unknown tools give the same
@@ -79,8 +91,8 @@ pub(crate) fn route_resource(
         .resource_owner(&params.uri)
         .ok_or_else(|| {
             ErrorData::invalid_params(
-                format!("unknown resource: {}", params.uri),
-                Some(serde_json::json!({ "uri": params.uri })),
+                format!("unknown resource: {}", shown(&params.uri)),
+                Some(serde_json::json!({ "uri": shown(&params.uri) })),
             )
         })?
         .clone();
@@ -114,4 +126,18 @@ pub(crate) fn route_completion(
     }
     params.meta = backend_meta(params.meta);
     Ok(Some(Routed { backend, params }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_names_are_cut_in_errors() {
+        let long = "é".repeat(1024 * 1024);
+        let error = unknown("tool", &long);
+        assert!(error.message.len() < 400, "{}", error.message.len());
+        assert!(error.message.ends_with('…'));
+        assert_eq!(unknown("tool", "gh_x").message, "unknown tool: gh_x");
+    }
 }

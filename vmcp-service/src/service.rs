@@ -18,6 +18,7 @@ use crate::backend::BackendRegistry;
 use crate::backend::HealthSettings;
 use crate::config::{ConfigError, Strategy, VmcpConfig};
 use crate::handler::VmcpHandler;
+use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
 use crate::status::{LoggingReporter, StatusReporter};
 
@@ -127,15 +128,26 @@ impl Vmcp {
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
         let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
+        let bare = crate::bare::BareChecks {
+            loopback_origins_only: config.allowed_origins.is_empty(),
+            body_limit: config.max_request_body_bytes,
+        };
         let config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
+        let manager = Arc::new(LocalSessionManager::default());
+        let bindings = Arc::new(SessionBindings::new());
+        tokio::spawn(crate::session_binding::sweep(
+            Arc::downgrade(&manager),
+            Arc::downgrade(&bindings),
+            Arc::downgrade(&self.sessions),
+            self.shutdown.child_token(),
+        ));
         VmcpService {
-            inner: StreamableHttpService::new(
-                move || Ok(handler.clone()),
-                Arc::new(LocalSessionManager::default()),
-                config,
-            ),
+            inner: StreamableHttpService::new(move || Ok(handler.clone()), manager, config),
+            bare,
+            bindings,
+            sessions: self.sessions.clone(),
         }
     }
 
@@ -145,13 +157,21 @@ impl Vmcp {
     }
 
     /// The status routes (`/health`, `/ping`, `/readyz`, `/status`, and `/ui` when
-    /// `ui.enabled`) to mount next to the MCP endpoint.
+    /// `ui.enabled`) to mount next to the MCP endpoint. `/status` and `/ui` name
+    /// backends and their errors, so they answer loopback `Host`s only.
     pub fn status_router(&self) -> axum::Router {
-        let status = crate::status::router(self.aggregator.clone());
+        self.status_router_with_hosts(Vec::new())
+    }
+
+    /// [`Vmcp::status_router`] with `/status` and `/ui` also answering these `Host`
+    /// names (loopback names always pass; anything else is 403).
+    pub fn status_router_with_hosts(&self, hosts: Vec<String>) -> axum::Router {
+        let hosts: Arc<[String]> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+        let status = crate::status::router(self.aggregator.clone(), hosts.clone());
         if self.aggregator.config().ui.enabled {
-            status.merge(crate::ui::router(
-                self.aggregator.clone(),
-                self.shutdown.child_token(),
+            status.merge(crate::status::host_guarded(
+                crate::ui::router(self.aggregator.clone(), self.shutdown.child_token()),
+                hosts,
             ))
         } else {
             status
@@ -258,6 +278,11 @@ impl Drop for Vmcp {
 #[derive(Clone)]
 pub struct VmcpService {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
+    /// The door checks made when no layer stack is in front (`bare`).
+    bare: crate::bare::BareChecks,
+    /// Who created each Legacy session.
+    bindings: Arc<SessionBindings>,
+    sessions: Arc<Sessions>,
 }
 
 impl std::fmt::Debug for VmcpService {
@@ -283,15 +308,50 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        use crate::session_binding::{Verdict, created_by, identity_of, redirect_to_nowhere};
         let inner = self.inner.clone();
+        let bindings = self.bindings.clone();
+        let sessions = self.sessions.clone();
+        let identity = identity_of(&req);
+        let session = crate::session_binding::session_of(&req);
+        let mut owner = false;
+        if let Some(session) = &session {
+            match bindings.verdict(session, identity.as_deref()) {
+                Verdict::Owner => owner = true,
+                Verdict::Stranger => {
+                    tracing::debug!("a request for a session bound to another caller");
+                    redirect_to_nowhere(&mut req);
+                }
+            }
+        }
         let delete = req.method() == http::Method::DELETE;
+        let deleting = owner && delete;
+        let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
         Box::pin(async move {
-            let mut response = inner.handle(req).await;
+            let mut response = match bare {
+                None => inner.handle(req).await,
+                Some(bare) => match crate::bare::check(&bare, req).await {
+                    Ok(req) => inner.handle(req).await,
+                    Err(refused) => return Ok(refused),
+                },
+            };
             // rmcp answers a session DELETE with 202, which clients (the Python SDK
             // among them) take as failure: they expect 200 or 204 (or 405).
             if delete && response.status() == http::StatusCode::ACCEPTED {
                 *response.status_mut() = http::StatusCode::NO_CONTENT;
+            }
+            match &session {
+                None => {
+                    if let Some(created) = created_by(&response) {
+                        bindings.bind(&created, identity.as_deref());
+                    }
+                }
+                Some(session) if deleting && response.status().is_success() => {
+                    bindings.unbind(session);
+                    sessions.remove_legacy(session);
+                }
+                Some(_) => {}
             }
             Ok(response)
         })

@@ -194,6 +194,15 @@ impl Sessions {
         }
     }
 
+    /// Forget a Legacy session at once (DELETEd or expired): its listener, its
+    /// subscriptions and its peer are released now, not at the next notification.
+    pub fn remove_legacy(&self, session: &str) {
+        let id = self.legacy_ids().get(session).copied();
+        if let Some(id) = id {
+            self.remove(id);
+        }
+    }
+
     /// Register a Modern listen stream; it is removed when the guard drops.
     pub(crate) fn add_modern(self: &Arc<Self>, sink: SubscriptionSink) -> ListenGuard {
         let uris: BTreeSet<String> = sink

@@ -213,11 +213,49 @@ async fn status(State(aggregator): State<Arc<Aggregator>>) -> Response {
 }
 
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
-pub(crate) fn router(aggregator: Arc<Aggregator>) -> axum::Router {
+/// `/status` names backends and their errors, so it answers only loopback `Host`s
+/// and `hosts` (DNS rebinding, as the MCP endpoint); anything else is 403.
+pub(crate) fn router(aggregator: Arc<Aggregator>, hosts: Arc<[String]>) -> axum::Router {
+    let status_routes = host_guarded(axum::Router::new().route("/status", get(status)), hosts);
     axum::Router::new()
         .route("/health", get(alive))
         .route("/ping", get(alive))
         .route("/readyz", get(readyz))
-        .route("/status", get(status))
+        .merge(status_routes)
         .with_state(aggregator)
+}
+
+/// `router`'s routes answer only requests whose `Host` is loopback or one of `hosts`
+/// (lower-case names, no port); anything else is 403.
+pub(crate) fn host_guarded<S: Clone + Send + Sync + 'static>(
+    router: axum::Router<S>,
+    hosts: Arc<[String]>,
+) -> axum::Router<S> {
+    router.route_layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let allowed = host_allowed(request.headers(), &hosts);
+            async move {
+                if allowed {
+                    next.run(request).await
+                } else {
+                    no_store((StatusCode::FORBIDDEN, "Forbidden: Host not allowed").into_response())
+                }
+            }
+        },
+    ))
+}
+
+/// Whether the `Host` header names loopback or one of `hosts`. No `Host` (HTTP/1.0)
+/// is refused.
+fn host_allowed(headers: &axum::http::HeaderMap, hosts: &[String]) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    let name = if let Some(v6) = host.strip_prefix('[') {
+        v6.split_once(']').map_or("", |(name, _)| name)
+    } else {
+        host.split_once(':').map_or(host.as_str(), |(name, _)| name)
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "::1") || hosts.iter().any(|h| h == name)
 }

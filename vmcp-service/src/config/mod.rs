@@ -5,6 +5,7 @@
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
 mod hints;
+mod limits;
 mod outgoing;
 pub mod schema;
 mod spelling;
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use hints::ignored_key_warning;
+pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use outgoing::{BackendAuthConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret};
 pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
@@ -366,8 +368,11 @@ impl VmcpConfig {
 pub struct Loaded {
     /// The validated configuration.
     pub config: VmcpConfig,
-    /// Dotted paths of keys that were ignored (not implemented or misspelled).
+    /// Dotted paths of keys that were ignored (not implemented or misspelled), at
+    /// most [`MAX_LISTED_IGNORED`].
     pub ignored_keys: Vec<String>,
+    /// How many more ignored keys there were beyond those listed.
+    pub ignored_unlisted: usize,
 }
 
 /// Parse and validate a YAML configuration.
@@ -375,6 +380,8 @@ pub struct Loaded {
 /// Type errors name the field (`backends[0].metadata: invalid type …`); semantic errors
 /// are collected by [`validate`] and all reported at once.
 pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
+    // Limits first: the syntax check below parses too.
+    limits::check(yaml)?;
     if let Some(error) = hints::syntax_error(yaml) {
         return Err(ConfigError::Parse(error));
     }
@@ -382,10 +389,16 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
         return Err(ConfigError::Invalid(errors));
     }
     let mut ignored_keys = Vec::new();
+    let mut ignored_unlisted = 0;
     let deserializer = serde_yaml_ng::Deserializer::from_str(yaml);
     // Optional sections show up as `?` segments (`incomingAuth.?.oidc`); drop them.
-    let mut record =
-        |path: serde_ignored::Path<'_>| ignored_keys.push(path.to_string().replace(".?", ""));
+    let mut record = |path: serde_ignored::Path<'_>| {
+        if ignored_keys.len() < MAX_LISTED_IGNORED {
+            ignored_keys.push(path.to_string().replace(".?", ""));
+        } else {
+            ignored_unlisted += 1;
+        }
+    };
     let tracked = serde_ignored::Deserializer::new(deserializer, &mut record);
     let config: VmcpConfig = match serde_path_to_error::deserialize(tracked) {
         Ok(config) => config,
@@ -412,14 +425,13 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
     Ok(Loaded {
         config,
         ignored_keys,
+        ignored_unlisted,
     })
 }
 
-/// Read, parse and validate a configuration file.
+/// Read, parse and validate a configuration file: a regular file of at most
+/// [`MAX_CONFIG_BYTES`], nested at most [`MAX_DEPTH`] deep. This blocks; from async
+/// code call it through `tokio::task::spawn_blocking`.
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    load_str(&text)
+    load_str(&limits::read(path)?)
 }
