@@ -8,6 +8,7 @@ mod health;
 pub(crate) mod meta;
 pub(crate) mod reason;
 mod registry;
+pub(crate) mod relay;
 pub mod sse;
 pub(crate) mod stdio;
 
