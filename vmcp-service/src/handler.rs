@@ -12,11 +12,11 @@ mod observe;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -210,9 +210,8 @@ impl ServerHandler for VmcpHandler {
         params: rmcp::model::SetLevelRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = session_id(&ctx.extensions).ok_or_else(|| {
-            ErrorData::invalid_request("logging/setLevel needs a session", None)
-        })?;
+        let session = session_id(&ctx.extensions)
+            .ok_or_else(|| ErrorData::invalid_request("logging/setLevel needs a session", None))?;
         if !self.sessions.has_legacy(&session) {
             return Err(ErrorData::invalid_request("unknown session", None));
         }

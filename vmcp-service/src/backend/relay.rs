@@ -169,7 +169,11 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(relay.translate(&progress(4, 1.0), Some(&hop)).is_none());
-        assert!(relay.translate(&log(LoggingLevel::Error), Some(&hop)).is_none());
+        assert!(
+            relay
+                .translate(&log(LoggingLevel::Error), Some(&hop))
+                .is_none()
+        );
     }
 
     #[test]
@@ -180,7 +184,11 @@ mod tests {
         });
         assert!(relay.translate(&log(LoggingLevel::Info), None).is_none());
         assert!(relay.translate(&log(LoggingLevel::Warning), None).is_some());
-        assert!(relay.translate(&log(LoggingLevel::Emergency), None).is_some());
+        assert!(
+            relay
+                .translate(&log(LoggingLevel::Emergency), None)
+                .is_some()
+        );
         // No progress asked for: none relayed, whatever the token.
         assert!(relay.translate(&progress(1, 1.0), None).is_none());
     }

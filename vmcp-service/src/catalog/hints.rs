@@ -94,7 +94,10 @@ mod tests {
     use super::*;
 
     fn hint(ttl: u64, public: bool) -> Option<CacheHint> {
-        Some(CacheHint { ttl_ms: ttl, public })
+        Some(CacheHint {
+            ttl_ms: ttl,
+            public,
+        })
     }
 
     #[test]
@@ -111,14 +114,38 @@ mod tests {
             ..Default::default()
         };
         let merged = ListHints::merged([&a, &b]);
-        assert_eq!(merged.get(ListKind::Tools), CacheHint { ttl_ms: 2000, public: true });
-        assert_eq!(merged.get(ListKind::Resources), CacheHint { ttl_ms: 1000, public: false });
+        assert_eq!(
+            merged.get(ListKind::Tools),
+            CacheHint {
+                ttl_ms: 2000,
+                public: true
+            }
+        );
+        assert_eq!(
+            merged.get(ListKind::Resources),
+            CacheHint {
+                ttl_ms: 1000,
+                public: false
+            }
+        );
         // Only b offers prompts: a does not drag them down.
-        assert_eq!(merged.get(ListKind::Prompts), CacheHint { ttl_ms: 300, public: true });
+        assert_eq!(
+            merged.get(ListKind::Prompts),
+            CacheHint {
+                ttl_ms: 300,
+                public: true
+            }
+        );
         // Nobody offers templates.
-        assert_eq!(merged.get(ListKind::ResourceTemplates), CacheHint::default());
+        assert_eq!(
+            merged.get(ListKind::ResourceTemplates),
+            CacheHint::default()
+        );
         // A source without hints (a Legacy backend) is 0/private.
         assert_eq!(CacheHint::new(None, None), CacheHint::default());
-        assert_eq!(CacheHint::new(Some(7), Some(CacheScope::Public)).scope(), CacheScope::Public);
+        assert_eq!(
+            CacheHint::new(Some(7), Some(CacheScope::Public)).scope(),
+            CacheScope::Public
+        );
     }
 }

@@ -14,8 +14,8 @@ use rmcp::RoleServer;
 use rmcp::model::LoggingLevel;
 use rmcp::service::{Peer, RequestContext};
 
-use crate::backend::relay::{Relayed, Wants, relay};
 use crate::backend::relay::Relay;
+use crate::backend::relay::{Relayed, Wants, relay};
 use crate::sessions::Sessions;
 
 /// Log levels of Legacy sessions, by `Mcp-Session-Id`.

@@ -161,7 +161,13 @@ impl DirectHttp {
             add_param_headers(&mut headers, &annotations, arguments);
         }
         let raw = self
-            .send("tools/call", id, &params, headers, relay.map(|r| (r, hop.as_ref())))
+            .send(
+                "tools/call",
+                id,
+                &params,
+                headers,
+                relay.map(|r| (r, hop.as_ref())),
+            )
             .await?;
         let raw = raw.get();
         if let Ok(result) = serde_json::from_str::<CallToolResult>(raw) {
@@ -188,7 +194,13 @@ impl DirectHttp {
         let hop = ask_for(meta, id, relay);
         let headers = self.headers("prompts/get", Some(&params.name));
         let raw = self
-            .send("prompts/get", id, &params, headers, relay.map(|r| (r, hop.as_ref())))
+            .send(
+                "prompts/get",
+                id,
+                &params,
+                headers,
+                relay.map(|r| (r, hop.as_ref())),
+            )
             .await?;
         if let Ok(result) = serde_json::from_str::<GetPromptResult>(raw.get()) {
             return Ok(GetPromptResponse::Complete(result));

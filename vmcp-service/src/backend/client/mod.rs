@@ -26,9 +26,9 @@ use vmcp_layers::McpRevision;
 
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, HealthSettings, Source};
+use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
-use super::relay::Relay;
 use crate::catalog::CacheHint;
 use crate::config::{BackendConfig, Transport};
 
@@ -530,7 +530,8 @@ impl BackendClient {
                 let hint = |ttl, scope| Some(CacheHint::new(ttl, scope));
                 if caps.tools.is_some() {
                     let list = peer.list_all_tools_with_cache_hint().await?;
-                    (out.tools, out.hints.tools) = (list.items, hint(list.ttl_ms, list.cache_scope));
+                    (out.tools, out.hints.tools) =
+                        (list.items, hint(list.ttl_ms, list.cache_scope));
                     if let Some(direct) = &conn.direct {
                         direct.set_tools(&out.tools);
                     }

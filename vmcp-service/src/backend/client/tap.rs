@@ -71,11 +71,16 @@ impl StreamableHttpClient for TapClient {
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let tap = match &message {
             ClientJsonRpcMessage::Request(request) => {
-                request.request.extensions().get::<Relay>().cloned().map(|relay| {
-                    // rmcp minted this hop's progress token; only progress under it
-                    // belongs to the call.
-                    (relay, request.request.get_meta().get_progress_token())
-                })
+                request
+                    .request
+                    .extensions()
+                    .get::<Relay>()
+                    .cloned()
+                    .map(|relay| {
+                        // rmcp minted this hop's progress token; only progress under it
+                        // belongs to the call.
+                        (relay, request.request.get_meta().get_progress_token())
+                    })
             }
             _ => None,
         };
@@ -155,8 +160,11 @@ fn tapped(events: Events, relay: Relay, hop: Option<ProgressToken>) -> Events {
                 let Ok(sse) = &event else {
                     return Some(event);
                 };
-                // Cheap test first: most events are the answer.
-                let data = sse.data.as_deref().filter(|d| d.contains("notifications/"))?;
+                // Cheap test first: most events are the answer, which passes on.
+                let Some(data) = sse.data.as_deref().filter(|d| d.contains("notifications/"))
+                else {
+                    return Some(event);
+                };
                 let Ok(ServerJsonRpcMessage::Notification(note)) = serde_json::from_str(data)
                 else {
                     return Some(event);
