@@ -447,7 +447,7 @@ impl ServerHandler for VmcpHandler {
             ReadResourceResponse::Complete(mut result) => {
                 // The backend's hints stand (none: 0/private), except that a read the
                 // caller's admission decided on is this caller's, so private.
-                let mut hint = CacheHint::new(result.ttl_ms, result.cache_scope.clone());
+                let mut hint = CacheHint::new(result.ttl_ms, result.cache_scope);
                 if admission::filtered(&ctx) {
                     hint.public = false;
                 }

@@ -5,6 +5,7 @@
 mod client;
 mod event;
 mod health;
+pub mod hints;
 pub(crate) mod meta;
 pub(crate) mod reason;
 mod registry;

@@ -7,7 +7,6 @@
 
 pub(crate) mod conflict;
 pub(crate) mod filter;
-mod hints;
 mod template;
 mod view;
 
@@ -17,9 +16,9 @@ use std::sync::Arc;
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 
 use crate::backend::BackendCapabilities;
+pub use crate::backend::hints::{CacheHint, ListHints};
 use crate::config::VmcpConfig;
 use conflict::{Claim, Naming};
-pub use hints::{CacheHint, ListHints};
 pub use template::{TemplateError, UriTemplate};
 pub(crate) use view::annotations;
 

@@ -26,10 +26,10 @@ use vmcp_layers::McpRevision;
 
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, HealthSettings, Source};
+use super::hints::CacheHint;
 use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
-use crate::catalog::CacheHint;
 use crate::config::{BackendConfig, Transport};
 
 mod direct;
@@ -68,7 +68,7 @@ pub struct BackendCapabilities {
     /// Whether it serves `completion/complete`.
     pub completions: bool,
     /// The SEP-2549 cache hints of its lists.
-    pub hints: crate::catalog::ListHints,
+    pub hints: super::hints::ListHints,
 }
 
 /// The rmcp client handler of a backend connection: turns notifications into events.

@@ -253,6 +253,7 @@ pub(super) async fn get_prompt(
 }
 
 #[cfg(test)]
+#[allow(deprecated)] // LoggingLevel: logging is deprecated by SEP-2577 but still served.
 mod tests {
     use super::*;
     use crate::backend::relay::{Relayed, Wants, relay};
@@ -268,7 +269,6 @@ mod tests {
     }
 
     #[tokio::test]
-    #[allow(deprecated)] // LoggingLevel
     async fn a_relayed_stream_hands_over_its_notifications_in_order_before_the_answer() {
         let (relay, mut rx) = relay(Wants {
             progress: Some(ProgressToken(NumberOrString::String("c".into()))),
