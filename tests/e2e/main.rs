@@ -9,6 +9,7 @@ mod authz;
 mod conflicts;
 mod failures;
 mod filtering;
+mod forwarding;
 mod hostile;
 mod live;
 mod pagination;
