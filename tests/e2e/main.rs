@@ -11,6 +11,7 @@ mod failures;
 mod filtering;
 mod hostile;
 mod live;
+mod outgoing;
 mod pagination;
 mod pipeline;
 mod session_binding;

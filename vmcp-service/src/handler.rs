@@ -6,6 +6,7 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod caller;
 mod observe;
 
 use std::sync::Arc;
@@ -112,6 +113,11 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
         ),
         BackendError::CircuitOpen { backend } => ErrorData::internal_error(
             format!("backend {backend:?} is failing; calls are paused"),
+            None,
+        ),
+        // The reason is words without tokens or secrets (at most an OAuth error code).
+        BackendError::Credentials { backend, source } => ErrorData::internal_error(
+            format!("backend {backend:?}: no credentials for this caller: {source}"),
             None,
         ),
         BackendError::Unreachable { ref backend, .. }
@@ -322,7 +328,13 @@ impl ServerHandler for VmcpHandler {
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
-        let response = client.call_tool(params, self.timeout(&backend)).await;
+        let timeout = self.timeout(&backend);
+        let response = self
+            .on_backend(&client, &ctx, |c| {
+                let params = params.clone();
+                async move { c.call_tool(params, timeout).await }
+            })
+            .await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -352,7 +364,13 @@ impl ServerHandler for VmcpHandler {
         let client = self.backend(&backend)?;
         let call =
             ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
-        let response = client.get_prompt(params, self.timeout(&backend)).await;
+        let timeout = self.timeout(&backend);
+        let response = self
+            .on_backend(&client, &ctx, |c| {
+                let params = params.clone();
+                async move { c.get_prompt(params, timeout).await }
+            })
+            .await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -382,7 +400,13 @@ impl ServerHandler for VmcpHandler {
             Some(&uri),
             &mut params.meta,
         );
-        let response = client.read_resource(params, self.timeout(&backend)).await;
+        let timeout = self.timeout(&backend);
+        let response = self
+            .on_backend(&client, &ctx, |c| {
+                let params = params.clone();
+                async move { c.read_resource(params, timeout).await }
+            })
+            .await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -408,8 +432,12 @@ impl ServerHandler for VmcpHandler {
             return Ok(CompleteResult::new(CompletionInfo::default()));
         };
         let client = self.backend(&backend)?;
-        let mut result = client
-            .complete(params, self.timeout(&backend))
+        let timeout = self.timeout(&backend);
+        let mut result = self
+            .on_backend(&client, &ctx, |c| {
+                let params = params.clone();
+                async move { c.complete(params, timeout).await }
+            })
             .await
             .map_err(|e| client_error(e, is_modern(&ctx)))?;
         result.result_type = Some(ResultType::COMPLETE);

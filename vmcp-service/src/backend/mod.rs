@@ -2,8 +2,10 @@
 //! health, the registry of them, and ownership of the reserved `_meta` namespace at
 //! the backend edge.
 
+pub(crate) mod callers;
 mod client;
 mod event;
+pub(crate) mod exchange;
 mod health;
 pub(crate) mod meta;
 pub(crate) mod reason;
@@ -14,5 +16,7 @@ pub(crate) mod stdio;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
 };
+pub use callers::Caller;
+pub use exchange::ExchangeError;
 pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
 pub use registry::BackendRegistry;
