@@ -39,7 +39,7 @@ impl VmcpHandler {
             .get::<http::request::Parts>()
             .map(|p| &p.headers);
         let caller = Caller::new(
-            extension::<Identity>(ctx),
+            extension::<Arc<Identity>>(ctx).map(|i| &**i),
             extension::<SubjectToken>(ctx).cloned(),
             headers.unwrap_or(&http::HeaderMap::new()),
             &registry.passthrough(),
