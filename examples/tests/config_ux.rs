@@ -97,9 +97,7 @@ async fn validate_suggests_the_closest_key() {
     .await;
     assert!(ok);
     assert!(
-        stderr.contains(
-            r#""sessionStorage" is not used by vmcp (not implemented, or misspelled)"#
-        ),
+        stderr.contains(r#""sessionStorage" is not used by vmcp (not implemented, or misspelled)"#),
         "{stderr}"
     );
 }

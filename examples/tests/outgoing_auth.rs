@@ -143,7 +143,11 @@ async fn token_exchange_failure_is_a_clean_error_and_no_secret_is_logged() {
     let bad = py_backend("bad", &[]).await;
     let dir = std::env::temp_dir().join(format!("vmcp-exchange-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let (audit, log, path) = (dir.join("audit.log"), dir.join("vmcp.log"), dir.join("vmcp.yaml"));
+    let (audit, log, path) = (
+        dir.join("audit.log"),
+        dir.join("vmcp.log"),
+        dir.join("vmcp.yaml"),
+    );
     let ca_file = ca.ca_file();
     std::fs::write(
         &path,
@@ -197,9 +201,12 @@ audit: {{logFile: '{audit}'}}
     )
     .await;
     assert_eq!(served.status, 200, "{:?}", served.body);
-    let headers: Value =
-        serde_json::from_str(served.body["result"]["content"][0]["text"].as_str().unwrap())
-            .unwrap();
+    let headers: Value = serde_json::from_str(
+        served.body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
     assert_ne!(
         headers["authorization"],
         sha256_hex(&format!("Bearer {alice}")),
@@ -224,7 +231,11 @@ audit: {{logFile: '{audit}'}}
         "{:?}",
         failed.body
     );
-    assert_eq!(idp.exchanges_of("alice").await, 1, "the refused exchange issued nothing");
+    assert_eq!(
+        idp.exchanges_of("alice").await,
+        1,
+        "the refused exchange issued nothing"
+    );
 
     let status = reqwest::get(format!("http://127.0.0.1:{port}/status"))
         .await
@@ -232,7 +243,10 @@ audit: {{logFile: '{audit}'}}
         .text()
         .await
         .unwrap();
-    assert!(status.contains("\"auth_type\":\"token_exchange\""), "{status}");
+    assert!(
+        status.contains("\"auth_type\":\"token_exchange\""),
+        "{status}"
+    );
 
     let pid = server.id().unwrap();
     let _ = std::process::Command::new("kill")
@@ -241,14 +255,21 @@ audit: {{logFile: '{audit}'}}
     let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
     let logs = std::fs::read_to_string(&log).unwrap()
         + &std::fs::read_to_string(log.with_extension("err")).unwrap();
-    assert!(logs.contains("token obtained"), "debug logs were captured: {logs}");
+    assert!(
+        logs.contains("token obtained"),
+        "debug logs were captured: {logs}"
+    );
     let audit_lines = std::fs::read_to_string(&audit).unwrap();
     assert!(!audit_lines.is_empty(), "the audit file was written");
     for (what, secret) in [
         ("the client secret", good_secret.as_str()),
         ("the caller's token", alice.as_str()),
     ] {
-        for (place, text) in [("logs", &logs), ("audit file", &audit_lines), ("/status", &status)] {
+        for (place, text) in [
+            ("logs", &logs),
+            ("audit file", &audit_lines),
+            ("/status", &status),
+        ] {
             assert!(!text.contains(secret), "{what} in the {place}");
         }
         assert!(!format!("{:?}{:?}", served.body, failed.body).contains(secret));

@@ -237,7 +237,14 @@ async fn one_warning_in_words(label: &str, url: &str, reason: &str) {
         warnings[0].contains("ghost") && warnings[0].contains(reason),
         "{log}"
     );
-    for noise in ["reqwest", "hyper", "rmcp::", "Error {", "Os {", "BEGIN CERTIFICATE"] {
+    for noise in [
+        "reqwest",
+        "hyper",
+        "rmcp::",
+        "Error {",
+        "Os {",
+        "BEGIN CERTIFICATE",
+    ] {
         assert!(!log.contains(noise), "{noise:?} in the log:\n{log}");
     }
     assert_no_error_line(&log);
@@ -261,7 +268,8 @@ async fn an_untrusted_certificate_is_one_warning_in_words_and_so_is_its_status()
     // gateway does not trust (no caBundlePath): the handshake fails on every retry.
     let ca = TestCa::generate("untrusted test CA");
     let cert = ca.server_cert("ghost");
-    let router = axum::Router::new().route("/mcp", axum::routing::any(|| async { "never reached" }));
+    let router =
+        axum::Router::new().route("/mcp", axum::routing::any(|| async { "never reached" }));
     let (addr, stop) = serve_tls_on_loopback(router, &cert).await;
     one_warning_in_words(
         "untrusted",

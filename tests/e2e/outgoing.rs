@@ -65,7 +65,9 @@ async fn record(
     next: Next,
 ) -> Response {
     let (parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
     let method = serde_json::from_slice::<Value>(&bytes)
         .ok()
         .and_then(|v| v["method"].as_str().map(str::to_owned))
@@ -94,7 +96,8 @@ async fn record(
     if authorization.is_none() || recorder.refused.lock().unwrap().contains(token) {
         return (http::StatusCode::UNAUTHORIZED, "no").into_response();
     }
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 /// A recording backend named `name` with tool `echo` (Legacy-only if `legacy`).
@@ -111,9 +114,9 @@ async fn backend(name: &str, legacy: bool) -> (String, Recorder) {
             StreamableHttpServerConfig::default().with_sse_keep_alive(None),
         );
     let recorder = Recorder::default();
-    let app = axum::Router::new()
-        .nest_service("/mcp", service)
-        .layer(axum::middleware::from_fn_with_state(recorder.clone(), record));
+    let app = axum::Router::new().nest_service("/mcp", service).layer(
+        axum::middleware::from_fn_with_state(recorder.clone(), record),
+    );
     let (addr, _stop) = vmcp_tests::serve_on_loopback(app).await;
     std::mem::forget(_stop); // serves until the test process ends
     (format!("http://{addr}/mcp"), recorder)
@@ -121,12 +124,7 @@ async fn backend(name: &str, legacy: bool) -> (String, Recorder) {
 
 /// A gateway authenticating callers at `idp` and exchanging their tokens for
 /// backend `b` (audience `backend-b`).
-async fn gateway(
-    idp: &OidcProvider,
-    ca: &TestCa,
-    url: &str,
-    secret: &str,
-) -> StackedGateway {
+async fn gateway(idp: &OidcProvider, ca: &TestCa, url: &str, secret: &str) -> StackedGateway {
     let ca_file = ca.ca_file();
     stacked_gateway(config(&format!(
         r#"
@@ -168,7 +166,9 @@ async fn call_echo(gw: &StackedGateway, token: &str, text: &str) -> Value {
 }
 
 fn text(body: &Value) -> &str {
-    body["result"]["content"][0]["text"].as_str().unwrap_or_default()
+    body["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +176,11 @@ async fn exchanged_tokens_are_cached_per_caller_single_flight_refreshed_and_retr
     let ca = TestCa::generate("oidc test CA");
     let idp = OidcProvider::start(
         &ca,
-        &[("alice", "alice-pw"), ("bob", "bob-pw"), ("gateway", "gw-pw")],
+        &[
+            ("alice", "alice-pw"),
+            ("bob", "bob-pw"),
+            ("gateway", "gw-pw"),
+        ],
     )
     .await;
     let (url, seen) = backend("b", false).await;
@@ -215,14 +219,22 @@ async fn exchanged_tokens_are_cached_per_caller_single_flight_refreshed_and_retr
         .collect();
     assert_eq!(calls.len(), 50);
     for call in &calls {
-        let token = call.authorization.as_deref().unwrap().trim_start_matches("Bearer ");
+        let token = call
+            .authorization
+            .as_deref()
+            .unwrap()
+            .trim_start_matches("Bearer ");
         assert_ne!(token, alice, "the caller's own token reached the backend");
         let claims = claims(token);
         assert_eq!(claims["aud"], "backend-b", "{claims}");
         assert_eq!(claims["sub"], "alice", "{claims}");
         assert_eq!(claims["act"]["sub"], "gateway", "{claims}");
     }
-    assert!(seen.all().iter().all(|s| s.authorization.as_deref() != Some(&format!("Bearer {alice}"))));
+    assert!(
+        seen.all()
+            .iter()
+            .all(|s| s.authorization.as_deref() != Some(&format!("Bearer {alice}")))
+    );
 
     // A second caller: a second exchange, its own token.
     assert_eq!(text(&call_echo(&gw, &bob, "hi").await), "b: hi");
@@ -240,7 +252,13 @@ async fn exchanged_tokens_are_cached_per_caller_single_flight_refreshed_and_retr
 
     // The backend revokes alice's exchanged token (401): evicted, exchanged again,
     // and the call retried once; the caller sees only success.
-    let current = seen.of("alice").last().unwrap().authorization.clone().unwrap();
+    let current = seen
+        .of("alice")
+        .last()
+        .unwrap()
+        .authorization
+        .clone()
+        .unwrap();
     let before = seen.all().len();
     seen.refused
         .lock()
@@ -258,7 +276,11 @@ async fn exchanged_tokens_are_cached_per_caller_single_flight_refreshed_and_retr
         .iter()
         .filter(|s| s.method == "tools/call" && s.authorization.as_ref() != Some(&current))
         .count();
-    assert_eq!((refused_calls, served_calls), (1, 1), "tried once with the refused token, retried once: {after:?}");
+    assert_eq!(
+        (refused_calls, served_calls),
+        (1, 1),
+        "tried once with the refused token, retried once: {after:?}"
+    );
 
     // The new token lives 3 s (used for 2.7 s): within that, no new exchange;
     // after it, one more.
@@ -313,13 +335,20 @@ outgoingAuth:
     }
     let mine = seen.of("alice");
     let inits: Vec<_> = mine.iter().filter(|s| s.method == "initialize").collect();
-    assert_eq!(inits.len(), 1, "one Legacy session for the caller: {mine:?}");
+    assert_eq!(
+        inits.len(),
+        1,
+        "one Legacy session for the caller: {mine:?}"
+    );
     let calls: Vec<_> = mine.iter().filter(|s| s.method == "tools/call").collect();
     assert_eq!(calls.len(), 5);
     let session = calls[0].session.clone().expect("calls carry the session");
     assert!(calls.iter().all(|c| c.session.as_ref() == Some(&session)));
     // Passed through: X-Tenant; not: X-Forwarded-For, a header not in the list.
-    assert!(calls.iter().all(|c| c.tenant.as_deref() == Some("acme")), "{calls:?}");
+    assert!(
+        calls.iter().all(|c| c.tenant.as_deref() == Some("acme")),
+        "{calls:?}"
+    );
     assert!(calls.iter().all(|c| !c.forwarded && !c.other), "{calls:?}");
     // The gateway's own connection is another session, without the caller's headers.
     assert!(seen.of("gateway").iter().all(|s| s.tenant.is_none()));

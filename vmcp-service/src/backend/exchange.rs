@@ -35,7 +35,9 @@ const MAX_ANSWER: usize = 64 * 1024;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ExchangeError {
     /// The caller presented no validated token (incoming authentication is off).
-    #[error("token exchange needs the caller's validated token (incomingAuth must authenticate callers)")]
+    #[error(
+        "token exchange needs the caller's validated token (incomingAuth must authenticate callers)"
+    )]
     NoSubjectToken,
     /// The token endpoint could not be reached.
     #[error("the token endpoint could not be reached: {0}")]
@@ -110,7 +112,11 @@ impl TokenExchanger {
                 return None;
             }
         };
-        let bundle = match config.ca_bundle_path.as_deref().map(vmcp_layers::tls::CaBundle::load) {
+        let bundle = match config
+            .ca_bundle_path
+            .as_deref()
+            .map(vmcp_layers::tls::CaBundle::load)
+        {
             Some(Ok(bundle)) => Some(bundle),
             Some(Err(e)) => {
                 tracing::error!(backend = %backend, "{field}.caBundlePath: {e}");
@@ -210,12 +216,17 @@ impl TokenExchanger {
     /// Forget the token of caller `key` if it is still `value` (any, for `None`):
     /// the backend refused it, so the next request exchanges again.
     pub(crate) fn evict(&self, key: &Arc<str>, value: Option<&HeaderValue>) {
-        let slot = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(key).cloned();
+        let slot = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .cloned();
         if let Some(slot) = slot
             && let Ok(mut cached) = slot.try_lock()
             && cached
                 .as_ref()
-                .is_some_and(|c| value.is_none_or(|v| &c.value == v))
+                .is_some_and(|c| value.is_none_or(|v| c.value == v))
         {
             *cached = None;
         }
@@ -245,7 +256,10 @@ impl TokenExchanger {
         let mut request = self
             .http
             .post(&self.config.token_url)
-            .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(
+                http::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
             .header(http::header::ACCEPT, "application/json")
             .body(form);
         if let (Some(id), Some(secret)) = (&self.config.client_id, &self.secret) {
@@ -265,7 +279,9 @@ impl TokenExchanger {
                 .ok()
                 .map(|e| e.error)
                 // Only an OAuth error code, never free text from the server.
-                .filter(|e| e.len() <= 64 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'));
+                .filter(|e| {
+                    e.len() <= 64 && e.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                });
             return Err(ExchangeError::Refused {
                 status: status.as_u16(),
                 error,
@@ -367,10 +383,16 @@ mod tests {
         assert!(tokens.iter().all(|t| t.as_ref().unwrap() == "Bearer t1"));
         assert_eq!(count.load(Ordering::SeqCst), 1);
         let bob: Arc<str> = "iss\0bob".into();
-        assert_eq!(ex.exchanged(&bob, Some(&subject)).await.unwrap(), "Bearer t2");
+        assert_eq!(
+            ex.exchanged(&bob, Some(&subject)).await.unwrap(),
+            "Bearer t2"
+        );
         // Evicting the refused token makes the next call exchange again.
         ex.evict(&alice, Some(&HeaderValue::from_static("Bearer t1")));
-        assert_eq!(ex.exchanged(&alice, Some(&subject)).await.unwrap(), "Bearer t3");
+        assert_eq!(
+            ex.exchanged(&alice, Some(&subject)).await.unwrap(),
+            "Bearer t3"
+        );
         assert_eq!(ex.exchanges(), 3);
         assert!(matches!(
             ex.exchanged(&alice, None).await,
@@ -387,7 +409,10 @@ mod tests {
         for _ in 0..2 {
             let error = ex.exchanged(&key, Some(&subject)).await.unwrap_err();
             let text = error.to_string();
-            assert_eq!(text, "the token endpoint refused the request (HTTP 401, invalid_client)");
+            assert_eq!(
+                text,
+                "the token endpoint refused the request (HTTP 401, invalid_client)"
+            );
         }
         assert_eq!(count.load(Ordering::SeqCst), 2, "failures are not cached");
     }
@@ -399,10 +424,19 @@ mod tests {
         let ex = exchanger(&url);
         let subject = SubjectToken::new("caller-token");
         let key: Arc<str> = "k".into();
-        assert_eq!(ex.exchanged(&key, Some(&subject)).await.unwrap(), "Bearer t1");
-        assert_eq!(ex.exchanged(&key, Some(&subject)).await.unwrap(), "Bearer t1");
+        assert_eq!(
+            ex.exchanged(&key, Some(&subject)).await.unwrap(),
+            "Bearer t1"
+        );
+        assert_eq!(
+            ex.exchanged(&key, Some(&subject)).await.unwrap(),
+            "Bearer t1"
+        );
         tokio::time::sleep(Duration::from_millis(1000)).await; // the token's lifetime, not a sync
-        assert_eq!(ex.exchanged(&key, Some(&subject)).await.unwrap(), "Bearer t2");
+        assert_eq!(
+            ex.exchanged(&key, Some(&subject)).await.unwrap(),
+            "Bearer t2"
+        );
         assert_eq!(count.load(Ordering::SeqCst), 2);
     }
 }

@@ -4,6 +4,7 @@
 
 pub(crate) mod callers;
 mod client;
+mod credentials;
 mod event;
 pub(crate) mod exchange;
 mod health;
@@ -13,10 +14,10 @@ mod registry;
 pub mod sse;
 pub(crate) mod stdio;
 
+pub use callers::Caller;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
 };
-pub use callers::Caller;
 pub use exchange::ExchangeError;
 pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
 pub use registry::BackendRegistry;

@@ -9,8 +9,9 @@ use vmcp_layers::tls::{CaBundle, TlsError};
 
 use http::HeaderName;
 
-use super::callers::{CallerPool, Credentials, HttpFactory};
+use super::callers::CallerPool;
 use super::client::{BackendClient, BackendEvent};
+use super::credentials::{Credentials, HttpFactory};
 use super::exchange::TokenExchanger;
 use super::health::HealthSettings;
 use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig, Transport};
@@ -79,13 +80,20 @@ impl BackendRegistry {
             .and_then(BackendAuthConfig::exchange)
             .and_then(|t| TokenExchanger::new(Arc::from(config.name.as_str()), t))
             .map(Arc::new);
-        let mut client =
-            BackendClient::new(config.clone(), http, self.events.clone(), self.health_settings());
+        let mut client = BackendClient::new(
+            config.clone(),
+            http,
+            self.events.clone(),
+            self.health_settings(),
+        );
         if let Some(exchanger) = &exchanger {
-            client = client.with_credentials(Credentials::Service(exchanger.clone()), factory.clone());
+            client =
+                client.with_credentials(Credentials::Service(exchanger.clone()), factory.clone());
         }
         let per_caller = config.transport() != Transport::Stdio
-            && (strategy.as_ref().is_some_and(|s| s.kind == "token_exchange")
+            && (strategy
+                .as_ref()
+                .is_some_and(|s| s.kind == "token_exchange")
                 || !self.passthrough().is_empty());
         let pool = per_caller.then(|| {
             let settings = self
@@ -94,7 +102,13 @@ impl BackendRegistry {
                 .unwrap_or_else(|e| e.into_inner())
                 .caller_connections
                 .clone();
-            CallerPool::new(config.clone(), exchanger, factory, self.health_settings(), settings)
+            CallerPool::new(
+                config.clone(),
+                exchanger,
+                factory,
+                self.health_settings(),
+                settings,
+            )
         });
         let old_pool = match pool {
             Some(pool) => self.pools_mut().insert(config.name.clone(), pool),

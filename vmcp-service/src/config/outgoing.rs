@@ -125,11 +125,13 @@ impl TokenExchangeConfig {
     /// The client secret, resolved (from the environment if so configured); `None`
     /// without a client id. The error names the field, never the value.
     pub fn client_secret(&self, field: &str) -> Result<Option<Secret>, String> {
-        match (&self.client_id, &self.client_secret, &self.client_secret_env) {
+        match (
+            &self.client_id,
+            &self.client_secret,
+            &self.client_secret_env,
+        ) {
             (None, None, None) => Ok(None),
-            (None, _, _) => Err(format!(
-                "{field}.clientId is required with a client secret"
-            )),
+            (None, _, _) => Err(format!("{field}.clientId is required with a client secret")),
             (Some(_), Some(secret), None) => Ok(Some(secret.clone())),
             (Some(_), None, Some(var)) => match std::env::var(var) {
                 Ok(value) if !value.is_empty() => Ok(Some(Secret(value))),
@@ -257,7 +259,9 @@ pub fn validate_passthrough(names: &[String], authorization: bool, errors: &mut 
             || NOT_PASSED_THROUGH.contains(&lower)
             || lower.starts_with("x-forwarded-")
         {
-            errors.push(format!("{field}: {name:?} may not be passed through to backends"));
+            errors.push(format!(
+                "{field}: {name:?} may not be passed through to backends"
+            ));
         } else if lower == "authorization" && !authorization {
             errors.push(format!(
                 "{field}: \"Authorization\" is passed through only with passthroughAuthorization: true (backends should get their own credentials: see outgoingAuth)"
@@ -478,16 +482,31 @@ mod tests {
 
     #[test]
     fn passthrough_refuses_hop_headers_and_authorization_unless_allowed() {
-        let names: Vec<String> = ["X-Request-Id", "Host", "X-Forwarded-For", "Authorization", "bad name"]
-            .map(String::from)
-            .into();
+        let names: Vec<String> = [
+            "X-Request-Id",
+            "Host",
+            "X-Forwarded-For",
+            "Authorization",
+            "bad name",
+        ]
+        .map(String::from)
+        .into();
         let mut errors = Vec::new();
         validate_passthrough(&names, false, &mut errors);
         let text = errors.join("\n");
         assert_eq!(errors.len(), 4, "{text}");
-        assert!(text.contains("passthroughHeaders[1]: \"Host\" may not"), "{text}");
-        assert!(text.contains("passthroughHeaders[2]: \"X-Forwarded-For\" may not"), "{text}");
-        assert!(text.contains("passthroughHeaders[3]: \"Authorization\" is passed through only"), "{text}");
+        assert!(
+            text.contains("passthroughHeaders[1]: \"Host\" may not"),
+            "{text}"
+        );
+        assert!(
+            text.contains("passthroughHeaders[2]: \"X-Forwarded-For\" may not"),
+            "{text}"
+        );
+        assert!(
+            text.contains("passthroughHeaders[3]: \"Authorization\" is passed through only"),
+            "{text}"
+        );
         let mut errors = Vec::new();
         validate_passthrough(&names[..1], false, &mut errors);
         validate_passthrough(&names[3..4], true, &mut errors);

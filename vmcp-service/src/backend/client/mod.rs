@@ -24,8 +24,8 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
-use super::callers::{Credentials, HttpFactory};
 use super::health::{BackendHealth, HealthSettings, Source};
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
@@ -218,11 +218,9 @@ impl BackendClient {
     /// The circuit breaker's verdict, for calls made on a per-caller connection of
     /// this backend.
     pub(crate) fn admit(&self) -> Result<(), BackendError> {
-        self.health
-            .admit()
-            .map_err(|_| BackendError::CircuitOpen {
-                backend: self.name.clone(),
-            })
+        self.health.admit().map_err(|_| BackendError::CircuitOpen {
+            backend: self.name.clone(),
+        })
     }
 
     /// Feed the outcome of a call made on a per-caller connection into this
@@ -320,12 +318,14 @@ impl BackendClient {
     async fn connection(&self) -> Result<Arc<Connection>, BackendError> {
         let wanted = match &self.credentials {
             None => None,
-            Some((credentials, _)) => Some(Box::pin(credentials.headers()).await.map_err(
-                |source| BackendError::Credentials {
-                    backend: self.name.clone(),
-                    source,
-                },
-            )?),
+            Some((credentials, _)) => {
+                Some(Box::pin(credentials.headers()).await.map_err(|source| {
+                    BackendError::Credentials {
+                        backend: self.name.clone(),
+                        source,
+                    }
+                })?)
+            }
         };
         let mut slot = self.connection.lock().await;
         if let Some(conn) = slot.as_ref()
