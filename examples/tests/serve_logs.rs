@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
+use vmcp_tests::tls::{TestCa, serve_tls_on_loopback};
 use vmcp_tests::{free_port, py_client_with_stderr, wait_for_port};
 
 const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
@@ -180,22 +181,22 @@ async fn sigterm_without_clients_logs_no_error_and_json_lines_are_json() {
     assert_no_error_line(&log);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unreachable_backend_is_one_warning_in_words_and_so_is_its_status() {
-    // Nothing listens on a port that was just free: connection refused.
-    let dead = free_port();
-    let dir = std::env::temp_dir().join(format!("vmcp-logs-{}-refused", std::process::id()));
+/// A gateway whose one backend, `ghost` at `url`, cannot be reached: after several
+/// retries `/status` says `reason` and the log has exactly one WARN naming the
+/// backend with the same words, and no Rust noise.
+async fn one_warning_in_words(label: &str, url: &str, reason: &str) {
+    let dir = std::env::temp_dir().join(format!("vmcp-logs-{}-{label}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("vmcp.yaml");
     std::fs::write(
         &config,
         format!(
-            "backends:\n  - {{name: ghost, url: 'http://127.0.0.1:{dead}/mcp'}}\n\
+            "backends:\n  - {{name: ghost, url: '{url}'}}\n\
              operational:\n  failureHandling: {{healthCheckInterval: 200ms, statusReportingInterval: 200ms}}\n"
         ),
     )
     .unwrap();
-    let server = Server::start("refused", &["-c", config.to_str().unwrap()]).await;
+    let server = Server::start(label, &["-c", config.to_str().unwrap()]).await;
 
     // Wait for several retries, so "once" means something.
     let status_url = format!("http://127.0.0.1:{}/status", server.port);
@@ -219,7 +220,7 @@ async fn an_unreachable_backend_is_one_warning_in_words_and_so_is_its_status() {
         "the backend was retried: {ghost}"
     );
     assert_eq!(ghost["name"], "ghost");
-    assert_eq!(ghost["last_error"], "connection refused", "{ghost}");
+    assert_eq!(ghost["last_error"], reason, "{ghost}");
 
     let log = server.terminate().await;
     // Without OIDC, startup warns once that Legacy session ids are bearer secrets
@@ -236,11 +237,48 @@ async fn an_unreachable_backend_is_one_warning_in_words_and_so_is_its_status() {
         "one warning for one state change:\n{log}"
     );
     assert!(
-        warnings[0].contains("ghost") && warnings[0].contains("connection refused"),
+        warnings[0].contains("ghost") && warnings[0].contains(reason),
         "{log}"
     );
-    for noise in ["reqwest", "hyper", "rmcp::", "Error {", "Os {"] {
+    for noise in [
+        "reqwest",
+        "hyper",
+        "rmcp::",
+        "Error {",
+        "Os {",
+        "BEGIN CERTIFICATE",
+    ] {
         assert!(!log.contains(noise), "{noise:?} in the log:\n{log}");
     }
     assert_no_error_line(&log);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_backend_is_one_warning_in_words_and_so_is_its_status() {
+    // Nothing listens on a port that was just free: connection refused.
+    let dead = free_port();
+    one_warning_in_words(
+        "refused",
+        &format!("http://127.0.0.1:{dead}/mcp"),
+        "connection refused",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_certificate_is_one_warning_in_words_and_so_is_its_status() {
+    // An HTTPS backend whose certificate comes from a CA generated here, which the
+    // gateway does not trust (no caBundlePath): the handshake fails on every retry.
+    let ca = TestCa::generate("untrusted test CA");
+    let cert = ca.server_cert("ghost");
+    let router =
+        axum::Router::new().route("/mcp", axum::routing::any(|| async { "never reached" }));
+    let (addr, stop) = serve_tls_on_loopback(router, &cert).await;
+    one_warning_in_words(
+        "untrusted",
+        &format!("https://{addr}/mcp"),
+        "certificate not trusted: unknown issuer",
+    )
+    .await;
+    stop.cancel();
 }

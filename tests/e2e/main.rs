@@ -12,6 +12,7 @@ mod filtering;
 mod forwarding;
 mod hostile;
 mod live;
+mod outgoing;
 mod pagination;
 mod pipeline;
 mod session_binding;

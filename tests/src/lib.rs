@@ -7,6 +7,7 @@
 //! `<repo>/.peers`). Every child is killed when its handle drops.
 
 pub mod idp;
+pub mod oidc;
 pub mod stacked;
 pub mod tls;
 

@@ -73,7 +73,18 @@ fn parse(text: &str) -> Value {
 }
 
 /// A raw Modern (2026-07-28) request with an optional bearer token.
-pub async fn modern_as(url: &str, token: Option<&str>, method: &str, mut params: Value) -> Reply {
+pub async fn modern_as(url: &str, token: Option<&str>, method: &str, params: Value) -> Reply {
+    modern_with_headers(url, token, &[], method, params).await
+}
+
+/// [`modern_as`] with extra request headers.
+pub async fn modern_with_headers(
+    url: &str,
+    token: Option<&str>,
+    extra: &[(&str, &str)],
+    method: &str,
+    mut params: Value,
+) -> Reply {
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -97,6 +108,9 @@ pub async fn modern_as(url: &str, token: Option<&str>, method: &str, mut params:
     }
     if let Some(token) = token {
         request = request.bearer_auth(token);
+    }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
     }
     let response = request
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))

@@ -54,6 +54,30 @@ impl Identity {
     }
 }
 
+/// The caller's bearer token, put next to [`Identity`] by the authentication layer
+/// once it has validated it: the subject token of an RFC 8693 exchange for a backend.
+/// Never printed (`Debug` is redacted) and never forwarded as is.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SubjectToken(std::sync::Arc<str>);
+
+impl SubjectToken {
+    /// A validated token.
+    pub fn new(token: &str) -> Self {
+        Self(std::sync::Arc::from(token))
+    }
+
+    /// The token itself; only for putting it on the wire to the token endpoint.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(<redacted>)")
+    }
+}
+
 /// The MCP revision a request (or a backend) speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum McpRevision {

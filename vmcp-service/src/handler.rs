@@ -6,6 +6,7 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod caller;
 mod forward;
 mod observe;
 
@@ -127,6 +128,11 @@ fn client_error(error: BackendError, modern: bool) -> ErrorData {
         ),
         BackendError::CircuitOpen { backend } => ErrorData::internal_error(
             format!("backend {backend:?} is failing; calls are paused"),
+            None,
+        ),
+        // The reason is words without tokens or secrets (at most an OAuth error code).
+        BackendError::Credentials { backend, source } => ErrorData::internal_error(
+            format!("backend {backend:?}: no credentials for this caller: {source}"),
             None,
         ),
         BackendError::Unreachable { ref backend, .. }
@@ -359,7 +365,11 @@ impl ServerHandler for VmcpHandler {
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
         let timeout = self.timeout(&backend);
         let response = drive(&ctx, wants, |relay| {
-            client.call_tool_relayed(params, timeout, relay)
+            self.on_backend(&client, &ctx, move |c| {
+                let params = params.clone();
+                let relay = relay.clone();
+                async move { c.call_tool_relayed(params, timeout, relay).await }
+            })
         })
         .await;
         let response = match response {
@@ -401,7 +411,11 @@ impl ServerHandler for VmcpHandler {
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
         let timeout = self.timeout(&backend);
         let response = drive(&ctx, wants, |relay| {
-            client.get_prompt_relayed(params, timeout, relay)
+            self.on_backend(&client, &ctx, move |c| {
+                let params = params.clone();
+                let relay = relay.clone();
+                async move { c.get_prompt_relayed(params, timeout, relay).await }
+            })
         })
         .await;
         let response = match response {
@@ -440,7 +454,13 @@ impl ServerHandler for VmcpHandler {
             Some(&uri),
             &mut params.meta,
         );
-        let response = client.read_resource(params, self.timeout(&backend)).await;
+        let timeout = self.timeout(&backend);
+        let response = self
+            .on_backend(&client, &ctx, |c| {
+                let params = params.clone();
+                async move { c.read_resource(params, timeout).await }
+            })
+            .await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -471,8 +491,12 @@ impl ServerHandler for VmcpHandler {
             return Ok(CompleteResult::new(CompletionInfo::default()));
         };
         let client = self.backend(&backend)?;
-        let mut result = client
-            .complete(params, self.timeout(&backend))
+        let timeout = self.timeout(&backend);
+        let mut result = self
+            .on_backend(&client, &ctx, |c| {
+                let params = params.clone();
+                async move { c.complete(params, timeout).await }
+            })
             .await
             .map_err(|e| client_error(e, is_modern(&ctx)))?;
         result.result_type = Some(ResultType::COMPLETE);

@@ -77,6 +77,7 @@ impl Vmcp {
             config.backends.clone(),
             HealthSettings::from(&config.operational.failure_handling),
             config.outgoing_auth.clone().unwrap_or_default(),
+            &config.passthrough_headers,
         ));
         let manual = config.strategy() == Strategy::Manual;
         let aggregator = Arc::new(Aggregator::new(Arc::new(config), registry));
@@ -195,10 +196,21 @@ impl Vmcp {
         }
         // A backend whose outgoing auth changed gets a new client too.
         let outgoing = config.outgoing_auth.clone().unwrap_or_default();
+        // New passthrough headers or caller-connection settings: every backend's
+        // per-caller connections are rebuilt.
+        let all = registry.set_passthrough(&config.passthrough_headers)
+            | (self
+                .aggregator
+                .config()
+                .outgoing_auth
+                .clone()
+                .unwrap_or_default()
+                .caller_connections
+                != outgoing.caller_connections);
         let changed: Vec<_> = wanted
             .iter()
             .filter(|(name, backend)| {
-                !(registry.get(name).is_some_and(|b| b.config() == **backend)
+                all || !(registry.get(name).is_some_and(|b| b.config() == **backend)
                     && registry.outgoing_auth(name).as_ref() == outgoing.resolve(name))
             })
             .map(|(_, backend)| (*backend).clone())

@@ -60,6 +60,9 @@ pub struct BackendStatus {
     /// A `stdio` backend's child process (never its command line or environment).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process: Option<crate::backend::stdio::ProcessStatus>,
+    /// Per-caller connections, for a backend whose credentials depend on the caller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller_connections: Option<crate::backend::callers::CallerConnections>,
 }
 
 /// The whole status document served at `/status`.
@@ -93,6 +96,7 @@ impl Status {
                     transport: b.config().transport().as_str(),
                     auth_type: match aggregator.registry().outgoing_auth(b.name()) {
                         Some(s) if s.kind == "header_injection" => "header_injection",
+                        Some(s) if s.kind == "token_exchange" => "token_exchange",
                         _ => "unauthenticated",
                     },
                     mcp_revision: b.revision().map(|r| r.as_str()),
@@ -103,6 +107,10 @@ impl Status {
                     circuit: health.circuit,
                     consecutive_failures: health.consecutive_failures,
                     process: b.process(),
+                    caller_connections: aggregator
+                        .registry()
+                        .caller_pool(b.name())
+                        .map(|p| p.counts()),
                 }
             })
             .collect();

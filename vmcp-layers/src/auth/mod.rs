@@ -213,12 +213,19 @@ where
                 Authenticator::Anonymous => anonymous(),
                 #[cfg(feature = "jwt")]
                 Authenticator::Jwt(validator) => {
-                    let result = match bearer(&parts.headers) {
+                    let token = bearer(&parts.headers);
+                    let result = match token {
                         Some(token) => validator.validate(token).await,
                         None => Err(JwtError::Missing),
                     };
                     match result {
-                        Ok(identity) => identity,
+                        Ok(identity) => {
+                            // Validated: the subject token of an outgoing exchange.
+                            if let Some(token) = token.map(crate::context::SubjectToken::new) {
+                                parts.extensions.insert(token);
+                            }
+                            identity
+                        }
                         Err(error) => {
                             tracing::debug!("authentication refused: {error}");
                             let resource = resource_of(auth.resource.as_deref(), &parts);

@@ -2,8 +2,11 @@
 //! health, the registry of them, and ownership of the reserved `_meta` namespace at
 //! the backend edge.
 
+pub(crate) mod callers;
 mod client;
+mod credentials;
 mod event;
+pub(crate) mod exchange;
 mod health;
 pub mod hints;
 pub(crate) mod meta;
@@ -13,8 +16,10 @@ pub(crate) mod relay;
 pub mod sse;
 pub(crate) mod stdio;
 
+pub use callers::Caller;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
 };
+pub use exchange::ExchangeError;
 pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
 pub use registry::BackendRegistry;

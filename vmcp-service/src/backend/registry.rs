@@ -7,9 +7,14 @@ use tokio::sync::{broadcast, watch};
 
 use vmcp_layers::tls::{CaBundle, TlsError};
 
+use http::HeaderName;
+
+use super::callers::CallerPool;
 use super::client::{BackendClient, BackendEvent};
+use super::credentials::{Credentials, HttpFactory};
+use super::exchange::TokenExchanger;
 use super::health::HealthSettings;
-use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig};
+use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig, Transport};
 
 /// The live set of backends, in sorted-name order.
 ///
@@ -23,6 +28,10 @@ pub struct BackendRegistry {
     health: std::sync::Mutex<HealthSettings>,
     /// `outgoingAuth`, applied to backends inserted from now on.
     outgoing: std::sync::Mutex<OutgoingAuthConfig>,
+    /// `passthroughHeaders`, applied to backends inserted from now on.
+    passthrough: std::sync::Mutex<Arc<[HeaderName]>>,
+    /// Per-caller connections of the backends whose credentials depend on the caller.
+    pools: RwLock<BTreeMap<String, Arc<CallerPool>>>,
 }
 
 impl std::fmt::Debug for BackendRegistry {
@@ -40,6 +49,7 @@ impl BackendRegistry {
         configs: impl IntoIterator<Item = BackendConfig>,
         health: HealthSettings,
         outgoing: OutgoingAuthConfig,
+        passthrough: &[String],
     ) -> Self {
         let http = http_client(None).unwrap_or_else(|e| {
             tracing::error!("{e}; backends use reqwest's default client");
@@ -53,6 +63,8 @@ impl BackendRegistry {
             version: watch::Sender::new(0),
             health: std::sync::Mutex::new(health),
             outgoing: std::sync::Mutex::new(outgoing),
+            passthrough: std::sync::Mutex::new(header_names(passthrough)),
+            pools: RwLock::new(BTreeMap::new()),
         };
         for config in configs {
             registry.insert(config);
@@ -61,23 +73,97 @@ impl BackendRegistry {
     }
 
     fn insert(&self, config: BackendConfig) -> Option<Arc<BackendClient>> {
-        let http = self.http_for(&config);
-        let client = Arc::new(BackendClient::new(
-            config,
+        let strategy = self.outgoing_auth(&config.name);
+        let (http, factory) = self.http_for(&config, strategy.as_ref());
+        let exchanger = strategy
+            .as_ref()
+            .and_then(BackendAuthConfig::exchange)
+            .and_then(|t| TokenExchanger::new(Arc::from(config.name.as_str()), t))
+            .map(Arc::new);
+        let mut client = BackendClient::new(
+            config.clone(),
             http,
             self.events.clone(),
             self.health_settings(),
-        ));
+        );
+        if let Some(exchanger) = &exchanger {
+            client =
+                client.with_credentials(Credentials::Service(exchanger.clone()), factory.clone());
+        }
+        let per_caller = config.transport() != Transport::Stdio
+            && (strategy
+                .as_ref()
+                .is_some_and(|s| s.kind == "token_exchange")
+                || !self.passthrough().is_empty());
+        let pool = per_caller.then(|| {
+            let settings = self
+                .outgoing
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .caller_connections
+                .clone();
+            CallerPool::new(
+                config.clone(),
+                exchanger,
+                factory,
+                self.health_settings(),
+                settings,
+            )
+        });
+        let old_pool = match pool {
+            Some(pool) => self.pools_mut().insert(config.name.clone(), pool),
+            None => self.pools_mut().remove(&config.name),
+        };
+        if let Some(old) = old_pool {
+            old.close_all();
+        }
+        let client = Arc::new(client);
         self.write().insert(client.name().to_string(), client)
     }
 
+    fn pools_mut(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, Arc<CallerPool>>> {
+        self.pools.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The per-caller connections of backend `name`, if its credentials depend on
+    /// the caller (`token_exchange`, `passthroughHeaders`).
+    pub(crate) fn caller_pool(&self, name: &str) -> Option<Arc<CallerPool>> {
+        self.pools
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// The `passthroughHeaders` names.
+    pub fn passthrough(&self) -> Arc<[HeaderName]> {
+        self.passthrough
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replace `passthroughHeaders` for backends inserted from now on; whether it
+    /// changed (then reload re-inserts every backend).
+    pub fn set_passthrough(&self, names: &[String]) -> bool {
+        let names = header_names(names);
+        let mut current = self.passthrough.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = *current != names;
+        *current = names;
+        changed
+    }
+
     /// The shared client, or for a backend with its own `caBundlePath` or injected
-    /// headers a client of its own. Both were checked at load; if the bundle or the
+    /// headers a client of its own; and the recipe of both, for connections that
+    /// add credentials. Both were checked at load; if the bundle or the
     /// environment variable has gone since, the backend goes without (its TLS or 401
     /// failure shows in `/status`) and the reason is logged, never the value.
-    fn http_for(&self, config: &BackendConfig) -> reqwest::Client {
-        let strategy = self.outgoing_auth(&config.name);
-        let headers = match strategy.as_ref().map(|s| s.headers("outgoingAuth")) {
+    fn http_for(
+        &self,
+        config: &BackendConfig,
+        strategy: Option<&BackendAuthConfig>,
+    ) -> (reqwest::Client, HttpFactory) {
+        let headers = match strategy.map(|s| s.headers("outgoingAuth")) {
             Some(Ok(headers)) => headers,
             Some(Err(e)) => {
                 tracing::error!(backend = %config.name, "{e}");
@@ -86,7 +172,7 @@ impl BackendRegistry {
             None => http::HeaderMap::new(),
         };
         if config.ca_bundle_path.is_none() && headers.is_empty() {
-            return self.http.clone();
+            return (self.http.clone(), HttpFactory::default());
         }
         let bundle = match config.ca_bundle_path.as_deref().map(CaBundle::load) {
             Some(Ok(bundle)) => Some(bundle),
@@ -96,11 +182,12 @@ impl BackendRegistry {
             }
             None => None,
         };
-        let builder = backend_client_builder().default_headers(headers);
-        vmcp_layers::tls::http_client(builder, bundle.as_ref()).unwrap_or_else(|e| {
+        let builder = backend_client_builder().default_headers(headers.clone());
+        let http = vmcp_layers::tls::http_client(builder, bundle.as_ref()).unwrap_or_else(|e| {
             tracing::error!(backend = %config.name, "{e}");
             self.http.clone()
-        })
+        });
+        (http, HttpFactory { bundle, headers })
     }
 
     /// The `outgoingAuth` strategy of backend `name` (its own, else the default).
@@ -136,6 +223,9 @@ impl BackendRegistry {
 
     /// Remove a backend by name; returns whether it existed.
     pub async fn remove(&self, name: &str) -> bool {
+        if let Some(pool) = self.pools_mut().remove(name) {
+            pool.close_all();
+        }
         let removed = self.write().remove(name);
         match removed {
             Some(old) => {
@@ -190,10 +280,21 @@ impl BackendRegistry {
 
     /// Close every connection.
     pub(crate) async fn close_all(&self) {
+        for pool in std::mem::take(&mut *self.pools_mut()).into_values() {
+            pool.close_all();
+        }
         for backend in self.all() {
             backend.close().await;
         }
     }
+}
+
+/// Valid names only (validation refused the others).
+fn header_names(names: &[String]) -> Arc<[HeaderName]> {
+    names
+        .iter()
+        .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
+        .collect()
 }
 
 fn backend_client_builder() -> reqwest::ClientBuilder {

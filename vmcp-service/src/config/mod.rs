@@ -20,7 +20,10 @@ use serde_json::Value;
 
 pub use hints::ignored_key_warning;
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
-pub use outgoing::{BackendAuthConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret};
+pub use outgoing::{
+    BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret,
+    TokenExchangeConfig, validate_passthrough,
+};
 pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
 
@@ -58,6 +61,14 @@ pub struct VmcpConfig {
     /// The read-only status page at `/ui`.
     #[serde(default)]
     pub ui: UiConfig,
+    /// Headers copied from each caller's request onto every backend request made
+    /// for that caller (hop-by-hop, `Host`, `X-Forwarded-*` are refused).
+    #[serde(default)]
+    pub passthrough_headers: Vec<String>,
+    /// Allow `Authorization` in `passthroughHeaders` (off: the caller's token is not
+    /// for backends).
+    #[serde(default)]
+    pub passthrough_authorization: bool,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

@@ -1,11 +1,13 @@
 //! `outgoingAuth:` — how the gateway authenticates to each backend.
 //!
 //! The reference's shape: `{source: inline, default: <strategy>, backends: {<name>:
-//! <strategy>}}`. A backend's own entry wins, else `default`, else none. Built so far:
-//! `unauthenticated` and `header_injection`; `token_exchange` and `source: discovered`
-//! are refused by validation as not supported yet.
+//! <strategy>}}`. A backend's own entry wins, else `default`, else none. Strategies:
+//! `unauthenticated`, `header_injection` and `token_exchange` (RFC 8693, see
+//! `backend::exchange`); `source: discovered` is refused by validation as not
+//! supported yet. The top-level `passthroughHeaders` list is checked here too.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
@@ -24,18 +26,161 @@ pub struct OutgoingAuthConfig {
     /// Per-backend strategies, by backend name.
     #[serde(default)]
     pub backends: BTreeMap<String, BackendAuthConfig>,
+    /// The per-caller connections of backends whose credentials depend on the
+    /// caller (`token_exchange`, `passthroughHeaders`).
+    #[serde(default)]
+    pub caller_connections: CallerConnectionsConfig,
+}
+
+/// `outgoingAuth.callerConnections:` — the pool of per-caller backend connections.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CallerConnectionsConfig {
+    /// A caller's connection unused this long is closed (default 5m).
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    #[schemars(with = "String")]
+    pub idle_timeout: Duration,
+    /// At most this many per-caller connections per backend (default 256); the
+    /// least recently used one is closed to make room.
+    #[serde(default = "default_max_per_backend")]
+    pub max_per_backend: usize,
+}
+
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn default_max_per_backend() -> usize {
+    256
+}
+
+impl Default for CallerConnectionsConfig {
+    fn default() -> Self {
+        Self {
+            idle_timeout: default_idle_timeout(),
+            max_per_backend: default_max_per_backend(),
+        }
+    }
 }
 
 /// One backend's strategy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendAuthConfig {
-    /// `unauthenticated` or `header_injection`.
+    /// `unauthenticated`, `header_injection` or `token_exchange`.
     #[serde(rename = "type", default)]
     pub kind: String,
     /// Settings of `header_injection`.
     #[serde(default)]
     pub header_injection: Option<HeaderInjectionConfig>,
+    /// Settings of `token_exchange`.
+    #[serde(default)]
+    pub token_exchange: Option<TokenExchangeConfig>,
+}
+
+/// `tokenExchange:` — RFC 8693: the caller's validated token is exchanged at
+/// `tokenUrl` for one meant for this backend.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenExchangeConfig {
+    /// The authorization server's token endpoint (`https://`, or `http://` on loopback).
+    #[serde(default)]
+    pub token_url: String,
+    /// The gateway's client id at the authorization server (HTTP Basic auth).
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// Its secret, inline (prefer `clientSecretEnv`).
+    #[serde(default)]
+    pub client_secret: Option<Secret>,
+    /// The environment variable holding the secret (read at load; must be non-empty).
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// The `audience` to ask for (the backend's identifier at the server).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// The scopes to ask for.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// What the caller's token is: `access_token` (default), `id_token` or `jwt`.
+    #[serde(default)]
+    pub subject_token_type: Option<String>,
+    /// Extra trust anchors (PEM) for the token endpoint's certificate.
+    #[serde(default)]
+    pub ca_bundle_path: Option<String>,
+}
+
+impl TokenExchangeConfig {
+    /// The RFC 8693 token-type URI of `subjectTokenType`.
+    pub fn subject_token_type_uri(&self) -> Result<&'static str, String> {
+        match self.subject_token_type.as_deref() {
+            None | Some("access_token") => Ok("urn:ietf:params:oauth:token-type:access_token"),
+            Some("id_token") => Ok("urn:ietf:params:oauth:token-type:id_token"),
+            Some("jwt") => Ok("urn:ietf:params:oauth:token-type:jwt"),
+            Some(other) => Err(format!(
+                "subjectTokenType must be \"access_token\", \"id_token\" or \"jwt\" (got {other:?})"
+            )),
+        }
+    }
+
+    /// The client secret, resolved (from the environment if so configured); `None`
+    /// without a client id. The error names the field, never the value.
+    pub fn client_secret(&self, field: &str) -> Result<Option<Secret>, String> {
+        match (
+            &self.client_id,
+            &self.client_secret,
+            &self.client_secret_env,
+        ) {
+            (None, None, None) => Ok(None),
+            (None, _, _) => Err(format!("{field}.clientId is required with a client secret")),
+            (Some(_), Some(secret), None) => Ok(Some(secret.clone())),
+            (Some(_), None, Some(var)) => match std::env::var(var) {
+                Ok(value) if !value.is_empty() => Ok(Some(Secret(value))),
+                _ => Err(format!(
+                    "{field}.clientSecretEnv: environment variable {var:?} is not set or is empty"
+                )),
+            },
+            (Some(_), _, _) => Err(format!(
+                "{field}: exactly one of clientSecret and clientSecretEnv is required with clientId"
+            )),
+        }
+    }
+
+    fn validate(&self, field: &str, errors: &mut Vec<String>) {
+        match reqwest::Url::parse(&self.token_url) {
+            Ok(url) if url.scheme() == "https" => {}
+            Ok(url) if url.scheme() == "http" && is_loopback(&url) => {}
+            Ok(_) => errors.push(format!(
+                "{field}.tokenUrl must be https:// (http:// only on loopback)"
+            )),
+            Err(_) if self.token_url.is_empty() => {
+                errors.push(format!("{field}.tokenUrl is required"))
+            }
+            Err(_) => errors.push(format!("{field}.tokenUrl is not a valid URL")),
+        }
+        if let Err(e) = self.subject_token_type_uri() {
+            errors.push(format!("{field}.{e}"));
+        }
+        if let Err(e) = self.client_secret(field) {
+            errors.push(e);
+        }
+        if let Some(path) = &self.ca_bundle_path
+            && let Err(e) = vmcp_layers::tls::CaBundle::load(path)
+        {
+            errors.push(format!("{field}.caBundlePath: {e}"));
+        }
+        if self.audience.as_deref().is_some_and(str::is_empty) {
+            errors.push(format!("{field}.audience must not be empty"));
+        }
+    }
+}
+
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let host = url.host_str().unwrap_or_default();
+    host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// `headerInjection:` — one static header on every request to the backend.
@@ -96,6 +241,35 @@ const RESERVED_HEADERS: [&str; 15] = [
     "mcp-protocol-version",
 ];
 
+/// Headers `passthroughHeaders` may never name: per hop, owned by the transport, or
+/// describing a proxy hop (`X-Forwarded-*`, `Forwarded`).
+const NOT_PASSED_THROUGH: [&str; 5] = ["forwarded", "x-real-ip", "cookie", "set-cookie", "origin"];
+
+/// Check the top-level `passthroughHeaders` list: valid names, none of the refused
+/// ones, `Authorization` only with `passthroughAuthorization: true`.
+pub fn validate_passthrough(names: &[String], authorization: bool, errors: &mut Vec<String>) {
+    for (i, name) in names.iter().enumerate() {
+        let field = format!("passthroughHeaders[{i}]");
+        let Ok(header) = HeaderName::from_bytes(name.as_bytes()) else {
+            errors.push(format!("{field}: {name:?} is not a valid HTTP header name"));
+            continue;
+        };
+        let lower = header.as_str();
+        if RESERVED_HEADERS.contains(&lower)
+            || NOT_PASSED_THROUGH.contains(&lower)
+            || lower.starts_with("x-forwarded-")
+        {
+            errors.push(format!(
+                "{field}: {name:?} may not be passed through to backends"
+            ));
+        } else if lower == "authorization" && !authorization {
+            errors.push(format!(
+                "{field}: \"Authorization\" is passed through only with passthroughAuthorization: true (backends should get their own credentials: see outgoingAuth)"
+            ));
+        }
+    }
+}
+
 impl OutgoingAuthConfig {
     /// The strategy for backend `name`: its own entry, else `default`, else none.
     pub fn resolve(&self, name: &str) -> Option<&BackendAuthConfig> {
@@ -116,6 +290,12 @@ impl OutgoingAuthConfig {
         }
         if let Some(default) = &self.default {
             default.validate("outgoingAuth.default", errors);
+        }
+        if self.caller_connections.max_per_backend == 0 {
+            errors.push("outgoingAuth.callerConnections.maxPerBackend must be at least 1".into());
+        }
+        if self.caller_connections.idle_timeout.is_zero() {
+            errors.push("outgoingAuth.callerConnections.idleTimeout must be greater than 0".into());
         }
         for (name, strategy) in &self.backends {
             let field = format!("outgoingAuth.backends.{name}");
@@ -141,20 +321,30 @@ impl BackendAuthConfig {
                     }
                 }
             },
-            "token_exchange" => errors.push(format!(
-                "{field}.type \"token_exchange\" is not supported yet"
-            )),
+            "token_exchange" => match &self.token_exchange {
+                None => errors.push(format!(
+                    "{field}.tokenExchange is required when type is \"token_exchange\""
+                )),
+                Some(t) => t.validate(&format!("{field}.tokenExchange"), errors),
+            },
             "" => errors.push(format!(
-                "{field}.type is required (\"unauthenticated\" or \"header_injection\")"
+                "{field}.type is required (\"unauthenticated\", \"header_injection\" or \"token_exchange\")"
             )),
             other => errors.push(format!(
-                "{field}.type must be \"unauthenticated\" or \"header_injection\" (got {other:?})"
+                "{field}.type must be \"unauthenticated\", \"header_injection\" or \"token_exchange\" (got {other:?})"
             )),
         }
     }
 
-    /// The headers this strategy puts on every request (empty for
-    /// `unauthenticated`). Values are marked sensitive, so `Debug` output of a request
+    /// The token-exchange settings when this strategy is `token_exchange`.
+    pub fn exchange(&self) -> Option<&TokenExchangeConfig> {
+        (self.kind == "token_exchange")
+            .then_some(self.token_exchange.as_ref())
+            .flatten()
+    }
+
+    /// The static headers this strategy puts on every request (empty for
+    /// `unauthenticated` and `token_exchange`). Values are marked sensitive, so `Debug` output of a request
     /// hides them.
     pub fn headers(&self, field: &str) -> Result<HeaderMap, String> {
         match (&self.kind[..], &self.header_injection) {
@@ -217,6 +407,7 @@ mod tests {
                 header_value: value.map(|v| Secret(v.into())),
                 header_value_env: env.map(Into::into),
             }),
+            token_exchange: None,
         }
     }
 
@@ -226,7 +417,7 @@ mod tests {
         assert!(config.resolve("a").is_none());
         config.default = Some(BackendAuthConfig {
             kind: "unauthenticated".into(),
-            header_injection: None,
+            ..Default::default()
         });
         config
             .backends
@@ -259,7 +450,14 @@ mod tests {
             "ghost".into(),
             BackendAuthConfig {
                 kind: "token_exchange".into(),
-                header_injection: None,
+                token_exchange: Some(TokenExchangeConfig {
+                    token_url: "http://idp.example/token".into(),
+                    client_id: Some("gw".into()),
+                    client_secret: Some(Secret("s3cr3t".into())),
+                    subject_token_type: Some("saml".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
             },
         );
         let mut errors = Vec::new();
@@ -272,13 +470,47 @@ mod tests {
             "outgoingAuth.backends.c.headerInjection.headerValueEnv: environment variable \"VMCP_TEST_SURELY_UNSET_VARIABLE\" is not set",
             "outgoingAuth.backends.d.headerInjection: the header value is not a valid",
             "outgoingAuth.backends.ghost: \"ghost\" is not a configured backend",
-            "outgoingAuth.backends.ghost.type \"token_exchange\" is not supported yet",
+            "outgoingAuth.backends.ghost.tokenExchange.tokenUrl must be https:// (http:// only on loopback)",
+            "outgoingAuth.backends.ghost.tokenExchange.subjectTokenType must be",
         ] {
             assert!(text.contains(expected), "{expected:?} missing in:\n{text}");
         }
         assert!(!text.contains("s3cr3t"), "{text}");
         assert!(!format!("{config:?}").contains("s3cr3t"));
         assert!(!serde_json::to_string(&config).unwrap().contains("s3cr3t"));
+    }
+
+    #[test]
+    fn passthrough_refuses_hop_headers_and_authorization_unless_allowed() {
+        let names: Vec<String> = [
+            "X-Request-Id",
+            "Host",
+            "X-Forwarded-For",
+            "Authorization",
+            "bad name",
+        ]
+        .map(String::from)
+        .into();
+        let mut errors = Vec::new();
+        validate_passthrough(&names, false, &mut errors);
+        let text = errors.join("\n");
+        assert_eq!(errors.len(), 4, "{text}");
+        assert!(
+            text.contains("passthroughHeaders[1]: \"Host\" may not"),
+            "{text}"
+        );
+        assert!(
+            text.contains("passthroughHeaders[2]: \"X-Forwarded-For\" may not"),
+            "{text}"
+        );
+        assert!(
+            text.contains("passthroughHeaders[3]: \"Authorization\" is passed through only"),
+            "{text}"
+        );
+        let mut errors = Vec::new();
+        validate_passthrough(&names[..1], false, &mut errors);
+        validate_passthrough(&names[3..4], true, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
     }
 
     #[test]

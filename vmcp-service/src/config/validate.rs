@@ -224,6 +224,11 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(telemetry) = &config.telemetry {
         telemetry.validate(&mut errors);
     }
+    super::validate_passthrough(
+        &config.passthrough_headers,
+        config.passthrough_authorization,
+        &mut errors,
+    );
 
     let fh = &config.operational.failure_handling;
     for (field, value) in [

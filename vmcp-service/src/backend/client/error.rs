@@ -45,6 +45,15 @@ pub enum BackendError {
         /// What went wrong.
         source: ServiceError,
     },
+    /// No credentials for the backend could be had (token exchange failed): the
+    /// call was not attempted.
+    #[error("backend {backend:?}: no credentials: {source}")]
+    Credentials {
+        /// Backend name.
+        backend: Arc<str>,
+        /// Why (in words; never a token or secret).
+        source: crate::backend::exchange::ExchangeError,
+    },
     /// The backend's circuit breaker is open: the call was not attempted.
     #[error("backend {backend:?} is failing; calls are paused (circuit open)")]
     CircuitOpen {
@@ -74,6 +83,24 @@ impl BackendError {
                 format!("connection failed: {}", FailureReason::of(source))
             }
             BackendError::CircuitOpen { .. } => "circuit open".into(),
+            BackendError::Credentials { source, .. } => format!("no credentials: {source}"),
+        }
+    }
+
+    /// Whether the backend refused our credentials (HTTP 401 or 403): the request
+    /// was not run.
+    pub fn credentials_refused(&self) -> bool {
+        match self {
+            BackendError::Unreachable { source, .. } => source.credentials_refused(),
+            BackendError::Transport { source, .. } => {
+                FailureReason::of(source) == FailureReason::AuthRequired
+                    || source_chain(source).any(|e| {
+                        matches!(e.downcast_ref::<super::direct::DirectError>(),
+                            Some(super::direct::DirectError::Status(s))
+                                if *s == StatusCode::UNAUTHORIZED || *s == StatusCode::FORBIDDEN)
+                    })
+            }
+            _ => false,
         }
     }
 }

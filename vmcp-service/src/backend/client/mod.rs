@@ -24,6 +24,7 @@ use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, HealthSettings, Source};
 use super::hints::CacheHint;
@@ -126,6 +127,8 @@ struct Connection {
     listen: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// How a Modern streamable-HTTP connection forwards calls (see `direct`).
     direct: Option<DirectHttp>,
+    /// The credential headers it was opened with (see `with_credentials`).
+    credentials: Option<http::HeaderMap>,
 }
 
 impl Drop for Connection {
@@ -154,6 +157,10 @@ pub struct BackendClient {
     applying_subscriptions: Mutex<()>,
     /// The child process of a `stdio` backend.
     stdio: Option<Arc<Supervisor>>,
+    /// Credentials that change over time (exchanged or client-credentials tokens):
+    /// each connection is opened with a client carrying their current headers, and
+    /// a connection whose headers are no longer current is replaced.
+    credentials: Option<(Credentials, HttpFactory)>,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -188,7 +195,43 @@ impl BackendClient {
             auth_refused: std::sync::atomic::AtomicBool::new(false),
             subscriptions: std::sync::Mutex::new(BTreeSet::new()),
             applying_subscriptions: Mutex::new(()),
+            credentials: None,
         }
+    }
+
+    /// Authenticate with `credentials`, building each connection's HTTP client
+    /// with `http` (instead of the client given to `new`).
+    pub(crate) fn with_credentials(mut self, credentials: Credentials, http: HttpFactory) -> Self {
+        self.credentials = Some((credentials, http));
+        self
+    }
+
+    /// The backend refused the credentials of the current connection (401/403 on a
+    /// call): forget the exchanged token and the connection, so the next use
+    /// exchanges again and reconnects.
+    pub(crate) async fn refuse_credentials(&self) {
+        let conn = self.connection.lock().await.clone();
+        if let Some((credentials, _)) = &self.credentials {
+            // No connection: opening it was refused, so whatever is cached is bad.
+            credentials.refused(conn.as_ref().and_then(|c| c.credentials.as_ref()));
+        }
+        if let Some(conn) = conn {
+            self.discard(&conn).await;
+        }
+    }
+
+    /// The circuit breaker's verdict, for calls made on a per-caller connection of
+    /// this backend.
+    pub(crate) fn admit(&self) -> Result<(), BackendError> {
+        self.health.admit().map_err(|_| BackendError::CircuitOpen {
+            backend: self.name.clone(),
+        })
+    }
+
+    /// Feed the outcome of a call made on a per-caller connection into this
+    /// (shared) backend's health.
+    pub(crate) fn record_call<T>(&self, result: &Result<T, BackendError>, latency: Duration) {
+        self.record(Source::Call, result, latency);
     }
 
     /// The backend's health record.
@@ -240,6 +283,9 @@ impl BackendClient {
                 self.health.record_failure(source, &e.summary(), refused);
             }
             Err(BackendError::CircuitOpen { .. }) => {}
+            // One caller's token that cannot be exchanged says nothing about the
+            // backend; a check that cannot get the gateway's own token does.
+            Err(BackendError::Credentials { .. }) if source == Source::Call => {}
             _ => self.health.record_success(source, latency),
         }
     }
@@ -276,18 +322,35 @@ impl BackendClient {
         }
     }
 
-    /// The live connection, opening one if there is none (or the last one closed).
+    /// The live connection, opening one if there is none (or the last one closed,
+    /// or its credentials are no longer current).
     async fn connection(&self) -> Result<Arc<Connection>, BackendError> {
+        let wanted = match &self.credentials {
+            None => None,
+            Some((credentials, _)) => {
+                Some(Box::pin(credentials.headers()).await.map_err(|source| {
+                    BackendError::Credentials {
+                        backend: self.name.clone(),
+                        source,
+                    }
+                })?)
+            }
+        };
         let mut slot = self.connection.lock().await;
         if let Some(conn) = slot.as_ref()
             && !conn.service.is_transport_closed()
+            && conn.credentials == wanted
         {
             return Ok(conn.clone());
         }
         let had_connection = slot.take().is_some();
+        let http = match (&self.credentials, &wanted) {
+            (Some((_, factory)), Some(headers)) => factory.build(headers),
+            _ => self.http.clone(),
+        };
         // Boxed: connecting is rare and its future is large; inline, it would be part
         // of every call's future (see `call_futures_stay_small`).
-        match Box::pin(self.open()).await {
+        match Box::pin(self.open(http, wanted)).await {
             Ok(conn) => {
                 self.auth_refused
                     .store(false, std::sync::atomic::Ordering::Relaxed);
@@ -316,8 +379,12 @@ impl BackendClient {
         }
     }
 
-    /// Open a connection.
-    async fn open(&self) -> Result<Connection, OpenError> {
+    /// Open a connection with `http`, which carries `credentials`.
+    async fn open(
+        &self,
+        http: reqwest::Client,
+        credentials: Option<http::HeaderMap>,
+    ) -> Result<Connection, OpenError> {
         let handler = self.forwarder();
         let service = match self.config.transport() {
             Transport::StreamableHttp => {
@@ -330,7 +397,7 @@ impl BackendClient {
                             .reinit_on_expired_session(false)
                             .max_concurrent_requests(256);
                     StreamableHttpClientTransport::with_client(
-                        tap::TapClient(self.http.clone()),
+                        tap::TapClient(http.clone()),
                         config,
                     )
                 };
@@ -361,7 +428,7 @@ impl BackendClient {
             }
             Transport::Sse => {
                 let transport = SseClientTransport::connect(
-                    self.http.clone(),
+                    http.clone(),
                     SseClientConfig::new(self.config.url.as_str()),
                 )
                 .await?;
@@ -380,7 +447,7 @@ impl BackendClient {
             .then(|| {
                 let forwarder = self.forwarder();
                 DirectHttp::new(
-                    self.http.clone(),
+                    http.clone(),
                     self.config.url.as_str(),
                     info.protocol_version.clone(),
                     forwarder.info.client_info.clone(),
@@ -396,6 +463,7 @@ impl BackendClient {
             subscribed: Mutex::new(BTreeSet::new()),
             listen: std::sync::Mutex::new(None),
             direct,
+            credentials,
         })
     }
 

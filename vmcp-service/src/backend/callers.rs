@@ -1,0 +1,259 @@
+//! Backend connections per caller, for backends whose credentials depend on who
+//! calls (`token_exchange`, `passthroughHeaders`).
+//!
+//! A [`CallerPool`] keeps one [`BackendClient`] per (backend, credential identity):
+//! the caller's issuer and subject plus the values of its passed-through headers.
+//! Each has its own HTTP connection pool and, on a Legacy backend, its own MCP
+//! session. Unused connections are closed after `idleTimeout`; at most
+//! `maxPerBackend` are kept (the least recently used is closed to make room). The
+//! backend's shared connection (listings, health checks, subscriptions) stays as it
+//! was and authenticates as the gateway itself ([`Credentials::Service`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+use vmcp_layers::context::SubjectToken;
+
+use super::client::BackendClient;
+use super::credentials::{Credentials, HttpFactory};
+use super::exchange::TokenExchanger;
+use super::health::HealthSettings;
+use crate::config::{BackendConfig, CallerConnectionsConfig};
+
+/// Who is calling, as far as backend credentials are concerned.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Issuer and subject of the validated identity (`anonymous` without one).
+    pub identity: Arc<str>,
+    /// The validated incoming token, if any.
+    pub subject: Option<SubjectToken>,
+    /// The allowed headers of the caller's request.
+    pub passthrough: HeaderMap,
+}
+
+impl Caller {
+    /// The caller behind `identity` (`None`: anonymous), with its token and the
+    /// headers of `request` named in `allowed`.
+    pub fn new(
+        identity: Option<&vmcp_layers::context::Identity>,
+        subject: Option<SubjectToken>,
+        request: &HeaderMap,
+        allowed: &[HeaderName],
+    ) -> Self {
+        let identity = match identity {
+            Some(i) if !i.is_anonymous() => {
+                format!("{}\0{}", i.issuer.as_deref().unwrap_or_default(), i.subject)
+            }
+            _ => "anonymous".to_owned(),
+        };
+        let mut passthrough = HeaderMap::new();
+        for name in allowed {
+            for value in request.get_all(name) {
+                passthrough.append(name.clone(), value.clone());
+            }
+        }
+        Self {
+            identity: identity.into(),
+            subject,
+            passthrough,
+        }
+    }
+
+    /// The pool key: the identity plus the passed-through values.
+    fn key(&self) -> String {
+        let mut key = self.identity.to_string();
+        for (name, value) in &self.passthrough {
+            key.push('\0');
+            key.push_str(name.as_str());
+            key.push('=');
+            key.push_str(&String::from_utf8_lossy(value.as_bytes()));
+        }
+        key
+    }
+}
+
+/// `/status` `caller_connections` of a backend.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CallerConnections {
+    /// Open now.
+    pub open: usize,
+    /// Opened since the backend was (re)configured.
+    pub opened: u64,
+    /// Requests to the token endpoint (exchanges), for `token_exchange`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exchanges: Option<u64>,
+}
+
+struct Entry {
+    client: Arc<BackendClient>,
+    subject: Arc<Mutex<Option<SubjectToken>>>,
+    last_used: Instant,
+}
+
+/// The per-caller connections of one backend.
+pub(crate) struct CallerPool {
+    config: BackendConfig,
+    exchanger: Option<Arc<TokenExchanger>>,
+    http: HttpFactory,
+    health: HealthSettings,
+    settings: CallerConnectionsConfig,
+    entries: Mutex<HashMap<String, Entry>>,
+    opened: std::sync::atomic::AtomicU64,
+    /// Per-caller connections report nothing upward: the shared connection owns
+    /// the backend's events.
+    events: broadcast::Sender<super::BackendEvent>,
+}
+
+impl std::fmt::Debug for CallerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallerPool")
+            .field("backend", &self.config.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CallerPool {
+    /// A pool for `config`'s callers; its sweeper closes idle connections until
+    /// the pool is dropped.
+    pub(crate) fn new(
+        config: BackendConfig,
+        exchanger: Option<Arc<TokenExchanger>>,
+        http: HttpFactory,
+        health: HealthSettings,
+        settings: CallerConnectionsConfig,
+    ) -> Arc<Self> {
+        let pool = Arc::new(Self {
+            config,
+            exchanger,
+            http,
+            health,
+            settings,
+            entries: Mutex::new(HashMap::new()),
+            opened: Default::default(),
+            events: broadcast::channel(1).0,
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep(Arc::downgrade(&pool)));
+        }
+        pool
+    }
+
+    /// The exchanger of this backend, if its strategy is `token_exchange`.
+    pub(crate) fn exchanger(&self) -> Option<&Arc<TokenExchanger>> {
+        self.exchanger.as_ref()
+    }
+
+    /// How many per-caller connections are open now, how many were ever opened, and
+    /// how many token exchanges were made.
+    pub(crate) fn counts(&self) -> CallerConnections {
+        CallerConnections {
+            open: self.lock().len(),
+            opened: self.opened.load(std::sync::atomic::Ordering::Relaxed),
+            exchanges: self.exchanger.as_ref().map(|e| e.exchanges()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The connection of `caller`, opened on first use.
+    pub(crate) fn client(&self, caller: &Caller) -> Arc<BackendClient> {
+        let key = caller.key();
+        let mut entries = self.lock();
+        let now = Instant::now();
+        if let Some(entry) = entries.get_mut(&key) {
+            entry.last_used = now;
+            *entry.subject.lock().unwrap_or_else(|e| e.into_inner()) = caller.subject.clone();
+            return entry.client.clone();
+        }
+        if entries.len() >= self.settings.max_per_backend
+            && let Some(oldest) = entries
+                .iter()
+                .min_by_key(|(_, e)| e.last_used)
+                .map(|(k, _)| k.clone())
+            && let Some(evicted) = entries.remove(&oldest)
+        {
+            tracing::debug!(backend = %self.config.name, "caller connection cap reached; closing the least recently used");
+            close(evicted.client);
+        }
+        let subject = Arc::new(Mutex::new(caller.subject.clone()));
+        let credentials = Credentials::Caller {
+            exchanger: self.exchanger.clone(),
+            identity: caller.identity.clone(),
+            subject: subject.clone(),
+            passthrough: caller.passthrough.clone(),
+        };
+        let client = Arc::new(
+            BackendClient::new(
+                self.config.clone(),
+                reqwest::Client::new(),
+                self.events.clone(),
+                self.health.clone(),
+            )
+            .with_credentials(credentials, self.http.clone()),
+        );
+        self.opened
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        entries.insert(
+            key,
+            Entry {
+                client: client.clone(),
+                subject,
+                last_used: now,
+            },
+        );
+        client
+    }
+
+    /// Close connections unused for `idleTimeout` (not those with calls in flight).
+    fn close_idle(&self) {
+        let now = Instant::now();
+        let idle = self.settings.idle_timeout;
+        let mut closed = Vec::new();
+        self.lock().retain(|_, e| {
+            let keep = now.duration_since(e.last_used) < idle || Arc::strong_count(&e.client) > 1;
+            if !keep {
+                closed.push(e.client.clone());
+            }
+            keep
+        });
+        for client in closed {
+            tracing::debug!(backend = %self.config.name, "closing an idle caller connection");
+            close(client);
+        }
+    }
+
+    /// Close every connection (the backend was removed or replaced).
+    pub(crate) fn close_all(&self) {
+        for (_, entry) in self.lock().drain() {
+            close(entry.client);
+        }
+    }
+}
+
+fn close(client: Arc<BackendClient>) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move { client.close().await });
+    }
+}
+
+async fn sweep(pool: Weak<CallerPool>) {
+    let every = match pool.upgrade() {
+        Some(p) => {
+            (p.settings.idle_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(30))
+        }
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        match pool.upgrade() {
+            Some(pool) => pool.close_idle(),
+            None => return,
+        }
+    }
+}
