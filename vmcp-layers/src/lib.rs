@@ -37,6 +37,7 @@ pub mod parse;
 pub mod prerequisite;
 pub mod recovery;
 pub mod stack;
+pub mod switch;
 mod strict_json;
 #[cfg(feature = "otel")]
 pub mod telemetry;
