@@ -448,7 +448,11 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     let mut session = LegacySession::open(&url, None).await;
     let call = json!({"name": "gh_add", "arguments": {"a": 1, "b": 2}});
     let ok = session.request("tools/call", call.clone()).await;
-    assert_eq!(ok.body["result"]["content"][0]["text"], "3", "{:?}", ok.body);
+    assert_eq!(
+        ok.body["result"]["content"][0]["text"], "3",
+        "{:?}",
+        ok.body
+    );
     let hup = |pid: u32| {
         std::process::Command::new("kill")
             .args(["-HUP", &pid.to_string()])
@@ -475,7 +479,10 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     assert_eq!(denied.status, 403, "{:?}", denied.body);
     let echo_call = json!({"name": "gh_echo", "arguments": {"text": "hi"}});
     let still = session.request("tools/call", echo_call.clone()).await;
-    assert_eq!(still.body["result"]["content"][0]["text"], "gh: hi", "session kept");
+    assert_eq!(
+        still.body["result"]["content"][0]["text"], "gh: hi",
+        "session kept"
+    );
 
     // A file with a broken policy is refused as a whole, even the part that would
     // allow gh_add again; the tightened policy still applies.
@@ -486,7 +493,11 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
         "the refused reload is audited"
     );
     let denied = session.request("tools/call", call).await;
-    assert_eq!(denied.status, 403, "old policy still applies: {:?}", denied.body);
+    assert_eq!(
+        denied.status, 403,
+        "old policy still applies: {:?}",
+        denied.body
+    );
     let still = session.request("tools/call", echo_call).await;
     assert_eq!(still.status, 200);
     let _ = server.kill().await;

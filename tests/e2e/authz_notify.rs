@@ -55,7 +55,8 @@ async fn a_denied_uri_update_reaches_only_sessions_that_may_read_it() {
     let gh = demo().await;
     let everyone_reads = r#"permit(principal, action == Action::"read_resource", resource);"#;
     let open_only = r#"permit(principal, action == Action::"read_resource", resource == Resource::"gh://open");"#;
-    let alice_reads = r#"permit(principal == Client::"alice", action == Action::"read_resource", resource);"#;
+    let alice_reads =
+        r#"permit(principal == Client::"alice", action == Action::"read_resource", resource);"#;
     let gw = stacked_gateway(config(&yaml(&gh.url(), &idp.issuer, &[everyone_reads]))).await;
     let url = gw.url();
     let alice = key.sign(&idp.claims("alice", json!({})));
@@ -78,7 +79,11 @@ async fn a_denied_uri_update_reaches_only_sessions_that_may_read_it() {
 
     // Bob loses gh://secret; his sessions stay open.
     gw.vmcp
-        .reload(config(&yaml(&gh.url(), &idp.issuer, &[open_only, alice_reads])))
+        .reload(config(&yaml(
+            &gh.url(),
+            &idp.issuer,
+            &[open_only, alice_reads],
+        )))
         .await
         .expect("reload");
     let control = gh.control();
@@ -142,7 +147,10 @@ async fn a_tool_change_only_one_identity_sees_notifies_only_it() {
     alice_legacy.expect("tools").await;
     alice_modern.expect("tools").await;
     assert!(
-        alice_legacy.tools().await.contains(&"gh_admin_only".to_owned()),
+        alice_legacy
+            .tools()
+            .await
+            .contains(&"gh_admin_only".to_owned()),
         "alice sees the new tool"
     );
     // The marker: a prompt change both may see.

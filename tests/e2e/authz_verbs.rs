@@ -148,7 +148,8 @@ async fn forbidden_and_nonexistent_are_byte_identical_on_modern() {
     let alice = key.sign(&idp.claims("alice", json!({})));
     let url = gw.url();
     for verb in verbs(false) {
-        let call = |name: &'static str| modern_as(&url, Some(&alice), verb.method, (verb.params)(name));
+        let call =
+            |name: &'static str| modern_as(&url, Some(&alice), verb.method, (verb.params)(name));
         let allowed = call(verb.allowed).await;
         assert_allowed(&verb, "modern", &allowed);
         let forbidden = call(verb.forbidden).await;
@@ -184,12 +185,12 @@ async fn forbidden_and_nonexistent_are_byte_identical_on_legacy() {
 async fn listen_acknowledgment(url: &str, token: &str, uris: &[&str]) -> (u16, String) {
     use futures::StreamExt;
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen", "params": {
-        "notifications": {"resourceSubscriptions": uris},
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "vmcp-tests", "version": "1"}
-        }}});
+    "notifications": {"resourceSubscriptions": uris},
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "vmcp-tests", "version": "1"}
+    }}});
     let response = reqwest::Client::new()
         .post(url)
         .header("Accept", "application/json, text/event-stream")
@@ -227,7 +228,8 @@ async fn listen_filters_accept_only_readable_uris_and_reveal_nothing() {
     let idp = Idp::start(&[&key]).await;
     let (gw, _gh) = gateway(&idp).await;
     let alice = key.sign(&idp.claims("alice", json!({})));
-    let (status, ack) = listen_acknowledgment(&gw.url(), &alice, &["gh://open", "gh://secret"]).await;
+    let (status, ack) =
+        listen_acknowledgment(&gw.url(), &alice, &["gh://open", "gh://secret"]).await;
     assert_eq!(status, 200, "{ack}");
     let ack: Value = serde_json::from_str(&ack).expect("acknowledgment JSON");
     assert_eq!(
@@ -237,6 +239,9 @@ async fn listen_filters_accept_only_readable_uris_and_reveal_nothing() {
     );
     let forbidden = listen_acknowledgment(&gw.url(), &alice, &["gh://secret"]).await;
     let nonexistent = listen_acknowledgment(&gw.url(), &alice, &["gh://nope"]).await;
-    assert_eq!(forbidden, nonexistent, "forbidden and nonexistent filters differ");
+    assert_eq!(
+        forbidden, nonexistent,
+        "forbidden and nonexistent filters differ"
+    );
     assert!(!forbidden.1.contains("gh://secret"), "{}", forbidden.1);
 }

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use vmcp_layers::headers::HeaderValidationLayer;
-use std::sync::Arc;
 use vmcp_layers::stack::Stack;
 use vmcp_service::{Vmcp, VmcpConfig};
 

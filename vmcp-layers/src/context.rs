@@ -526,7 +526,8 @@ mod tests {
         let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
         assert_eq!(parsed.target(), None, "an unknown reference names nothing");
         assert_eq!(CallKind::of_request(&parsed), Some(CallKind::Prompt));
-        let body = br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"x://a"}}"#;
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"x://a"}}"#;
         let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
         assert_eq!(CallKind::of_request(&parsed), Some(CallKind::Resource));
     }

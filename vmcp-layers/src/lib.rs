@@ -37,8 +37,8 @@ pub mod parse;
 pub mod prerequisite;
 pub mod recovery;
 pub mod stack;
-pub mod switch;
 mod strict_json;
+pub mod switch;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 #[cfg(feature = "tls")]

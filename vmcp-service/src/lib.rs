@@ -49,9 +49,9 @@ mod router;
 mod service;
 mod session_binding;
 mod sessions;
-mod visibility;
 pub mod status;
 pub mod ui;
+mod visibility;
 
 // README's Rust snippets compile as doctests (`cargo test --doc`), so they stay true.
 #[doc = include_str!("../../README.md")]

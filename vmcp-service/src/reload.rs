@@ -16,7 +16,6 @@ use vmcp_layers::switch::StackSwitch;
 
 use crate::aggregator::{Aggregator, CatalogProvider};
 use crate::config::VmcpConfig;
-use crate::service::VmcpService;
 
 /// Why a reload was refused (nothing of it was applied).
 #[derive(Debug, thiserror::Error)]
@@ -27,12 +26,15 @@ pub enum ReloadError {
     Layers(#[from] StackError),
 }
 
-/// How the served stack was built, to build it again. rmcp's HTTP settings (allowed
-/// hosts, body limit) live in `service` and stay as they were.
+/// Puts the layers around the MCP service (always the same one, so sessions live
+/// on); rmcp's HTTP settings (allowed hosts, body limit) are inside it and stay.
+pub(crate) type Wrap = Arc<dyn Fn(StackBuilder) -> Stack + Send + Sync>;
+
+/// How the served stack was built, to build it again.
 pub(crate) struct LayerSlot {
     pub(crate) switch: StackSwitch,
     pub(crate) headers: HeaderValidationLayer,
-    pub(crate) service: VmcpService,
+    pub(crate) wrap: Wrap,
 }
 
 impl std::fmt::Debug for LayerSlot {
@@ -49,7 +51,7 @@ pub(crate) fn build(
     config: &VmcpConfig,
     aggregator: &Arc<Aggregator>,
     headers: HeaderValidationLayer,
-    service: VmcpService,
+    wrap: &Wrap,
     previous: Option<(&VmcpConfig, &Stack)>,
 ) -> Result<Stack, StackError> {
     let kept = previous.and_then(|(old, stack)| {
@@ -68,20 +70,20 @@ pub(crate) fn build(
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);
     }
-    Ok(builder.build(service))
+    Ok(wrap(builder))
 }
 
 /// The first stack of a slot.
 pub(crate) fn slot(
     config: &VmcpConfig,
     aggregator: &Arc<Aggregator>,
-    http_service: VmcpService,
+    wrap: Wrap,
     headers: HeaderValidationLayer,
 ) -> Result<LayerSlot, StackError> {
-    let stack = build(config, aggregator, headers.clone(), http_service.clone(), None)?;
+    let stack = build(config, aggregator, headers.clone(), &wrap, None)?;
     Ok(LayerSlot {
         switch: StackSwitch::new(stack),
         headers,
-        service: http_service,
+        wrap,
     })
 }

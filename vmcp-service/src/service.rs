@@ -203,7 +203,7 @@ impl Vmcp {
                         &config,
                         &self.aggregator,
                         slot.headers.clone(),
-                        slot.service.clone(),
+                        &slot.wrap,
                         Some((&*old, &*current)),
                     ) {
                         Ok(stack) => Some((slot.switch.clone(), stack)),
@@ -330,10 +330,11 @@ impl Vmcp {
         http: StreamableHttpServerConfig,
         headers: HeaderValidationLayer,
     ) -> Result<StackSwitch, StackError> {
+        let service = self.service_with(http);
         let slot = crate::reload::slot(
             &self.aggregator.config(),
             &self.aggregator,
-            self.service_with(http),
+            Arc::new(move |builder: StackBuilder| builder.build(service.clone())),
             headers,
         )?;
         let switch = slot.switch.clone();

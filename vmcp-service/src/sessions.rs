@@ -149,12 +149,7 @@ impl Sessions {
         self.legacy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn insert(
-        &self,
-        channel: Channel,
-        uris: BTreeSet<String>,
-        visibility: Visibility,
-    ) -> u64 {
+    fn insert(&self, channel: Channel, uris: BTreeSet<String>, visibility: Visibility) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let listener = Arc::new(Listener {
             id,
