@@ -11,6 +11,7 @@ mod authz_verbs;
 mod conflicts;
 mod failures;
 mod filtering;
+mod forwarding;
 mod hostile;
 mod live;
 mod pagination;

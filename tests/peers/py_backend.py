@@ -8,6 +8,7 @@ Usage:
         [--page-size N] [--ttl-ms MS] [--cache-scope private|public] [--log-level LEVEL]
         [--ssl-certfile CERT.pem --ssl-keyfile KEY.pem]   (HTTPS instead of HTTP)
         [--echo-headers]   (adds tool P+"headers": the call's HTTP request headers as JSON, name -> sha256 hex of the value)
+        [--forwarding-tools]   (adds P+"steps", P+"slow" and P+"cancelled", see below)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
 line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
@@ -24,6 +25,14 @@ Surface (NAME = --name, P = --tool-prefix, default ""):
   prompts    greet(name: str)        -> one user message "Hello <name> from NAME"  (never prefixed)
   completion ref/prompt greet, argument name -> ["alice", "albert", "bob"] filtered by prefix
              ref/resource py://NAME/items/{id}, argument id -> ["1", "2", "3"] filtered by prefix
+
+--forwarding-tools adds tools that talk during a call (tests/e2e/forwarding.rs):
+             P+"steps"(count: int, tag: str): for i in 1..count reports progress i/count
+               ("<tag> step i") and logs "<tag> debug i" (debug) and "<tag> info i" (info)
+               on the request's own stream, then returns "<tag> done"
+             P+"slow"(tag: str, seconds: float): sleeps; if the call is cancelled first,
+               remembers tag as cancelled
+             P+"cancelled"(): the tags of cancelled slow calls, as a JSON list
 
 --page-size N (default 0 = off) makes tools/list, resources/list, resources/templates/list and
 prompts/list paginate N items per page with opaque cursors ("c<offset>"); an unknown cursor gives
@@ -76,6 +85,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ttl-ms", type=int, default=0, help="ttlMs hint on cacheable results (2026-07-28)")
     p.add_argument("--cache-scope", choices=["private", "public"], default="private")
     p.add_argument("--echo-headers", action="store_true", help="add a tool P+'headers' returning the HTTP request headers")
+    p.add_argument("--forwarding-tools", action="store_true", help="add tools P+'steps', P+'slow', P+'cancelled'")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
@@ -128,6 +138,31 @@ def build_server(args: argparse.Namespace) -> MCPServer:
                 {k: hashlib.sha256(v.encode()).hexdigest() for k, v in (ctx.headers or {}).items()},
                 sort_keys=True,
             )
+
+    if args.forwarding_tools:
+        cancelled: list[str] = []
+
+        @mcp.tool(name=prefix + "steps", description="Report progress and log at each step")
+        async def steps(count: int, tag: str, ctx: Context) -> str:
+            for i in range(1, count + 1):
+                await ctx.report_progress(i, count, f"{tag} step {i}")
+                await ctx.debug(f"{tag} debug {i}")
+                await ctx.info(f"{tag} info {i}")
+                await anyio.sleep(0.005)  # interleave with concurrent calls
+            return f"{tag} done"
+
+        @mcp.tool(name=prefix + "slow", description="Sleep; remember the tag if cancelled")
+        async def slow(tag: str, seconds: float) -> str:
+            try:
+                await anyio.sleep(seconds)
+            except anyio.get_cancelled_exc_class():
+                cancelled.append(tag)
+                raise
+            return f"{tag} finished"
+
+        @mcp.tool(name=prefix + "cancelled", description="Tags of cancelled slow calls (JSON list)")
+        def cancelled_tags() -> str:
+            return json.dumps(cancelled)
 
     # ---------------------------------------------------------------- resources
     @mcp.resource(f"py://{sname}/static", name="static", description=f"Static text of {sname}", mime_type="text/plain")

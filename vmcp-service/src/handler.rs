@@ -6,16 +6,17 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod forward;
 mod observe;
 
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult,
-    CompletionInfo, ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
+    Tool,
 };
 use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
@@ -23,11 +24,13 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
+use forward::{LogLevels, drive, wants};
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendError;
 use crate::backend::meta::strip_reserved;
+use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
 use crate::sessions::Sessions;
@@ -39,6 +42,8 @@ pub(crate) struct VmcpHandler {
     aggregator: Arc<Aggregator>,
     sessions: Arc<Sessions>,
     info: Arc<ServerConfig>,
+    /// Legacy sessions' `logging/setLevel` choices.
+    log_levels: Arc<LogLevels>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -47,11 +52,19 @@ impl std::fmt::Debug for VmcpHandler {
     }
 }
 
-/// Lists vary by caller once authorization filters them, so no shared caching.
-const LIST_TTL_MS: u64 = 0;
+/// The cache hint of one list page for this caller: the merged sources' hint, made
+/// private when the caller's admission filtered the list (it is this caller's view).
+fn list_hint(ctx: &RequestContext<RoleServer>, catalog: &Catalog, kind: ListKind) -> CacheHint {
+    let mut hint = catalog.hint(kind);
+    if admission::filtered(ctx) {
+        hint.public = false;
+    }
+    hint
+}
 
 impl VmcpHandler {
     /// A handler serving `aggregator`'s catalog.
+    #[allow(deprecated)] // `logging` is deprecated by SEP-2577 but still served.
     pub(crate) fn new(aggregator: Arc<Aggregator>, sessions: Arc<Sessions>) -> Self {
         let name = aggregator
             .config()
@@ -67,6 +80,7 @@ impl VmcpHandler {
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_completions()
+            .enable_logging()
             .build();
         let info = ServerConfig::new(capabilities)
             .with_server_info(Implementation::new(name, env!("CARGO_PKG_VERSION")))
@@ -77,6 +91,7 @@ impl VmcpHandler {
             aggregator,
             sessions,
             info: Arc::new(info),
+            log_levels: Arc::default(),
         }
     }
 
@@ -190,6 +205,21 @@ impl ServerHandler for VmcpHandler {
         }
     }
 
+    #[allow(deprecated)] // logging/setLevel is the Legacy mechanism.
+    async fn set_level(
+        &self,
+        params: rmcp::model::SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let session = session_id(&ctx.extensions)
+            .ok_or_else(|| ErrorData::invalid_request("logging/setLevel needs a session", None))?;
+        if !self.sessions.has_legacy(&session) {
+            return Err(ErrorData::invalid_request("unknown session", None));
+        }
+        self.log_levels.set(&self.sessions, session, params.level);
+        Ok(())
+    }
+
     #[allow(deprecated)] // resources/unsubscribe is the Legacy mechanism.
     async fn unsubscribe(
         &self,
@@ -248,9 +278,10 @@ impl ServerHandler for VmcpHandler {
             cursor(&params),
             self.page_size(),
         )?;
+        let hint = list_hint(&ctx, &catalog, ListKind::Tools);
         let mut result = ListToolsResult::with_all_items(items)
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private);
+            .with_ttl_ms(hint.ttl_ms)
+            .with_cache_scope(hint.scope());
         result.next_cursor = next;
         Ok(result)
     }
@@ -268,9 +299,10 @@ impl ServerHandler for VmcpHandler {
             cursor(&params),
             self.page_size(),
         )?;
+        let hint = list_hint(&ctx, &catalog, ListKind::Prompts);
         let mut result = ListPromptsResult::with_all_items(items)
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private);
+            .with_ttl_ms(hint.ttl_ms)
+            .with_cache_scope(hint.scope());
         result.next_cursor = next;
         Ok(result)
     }
@@ -288,9 +320,10 @@ impl ServerHandler for VmcpHandler {
             cursor(&params),
             self.page_size(),
         )?;
+        let hint = list_hint(&ctx, &catalog, ListKind::Resources);
         let mut result = ListResourcesResult::with_all_items(items)
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private);
+            .with_ttl_ms(hint.ttl_ms)
+            .with_cache_scope(hint.scope());
         result.next_cursor = next;
         Ok(result)
     }
@@ -308,9 +341,10 @@ impl ServerHandler for VmcpHandler {
             cursor(&params),
             self.page_size(),
         )?;
+        let hint = list_hint(&ctx, &catalog, ListKind::ResourceTemplates);
         let mut result = ListResourceTemplatesResult::with_all_items(items)
-            .with_ttl_ms(LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private);
+            .with_ttl_ms(hint.ttl_ms)
+            .with_cache_scope(hint.scope());
         result.next_cursor = next;
         Ok(result)
     }
@@ -327,7 +361,19 @@ impl ServerHandler for VmcpHandler {
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
-        let response = client.call_tool(params, self.timeout(&backend)).await;
+        let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
+        let timeout = self.timeout(&backend);
+        let response = drive(&ctx, wants, |relay| {
+            client.call_tool_relayed(params, timeout, relay)
+        })
+        .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(cancelled) => {
+                call.cancelled();
+                return Err(cancelled.into());
+            }
+        };
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -357,7 +403,19 @@ impl ServerHandler for VmcpHandler {
         let client = self.backend(&backend)?;
         let call =
             ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
-        let response = client.get_prompt(params, self.timeout(&backend)).await;
+        let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
+        let timeout = self.timeout(&backend);
+        let response = drive(&ctx, wants, |relay| {
+            client.get_prompt_relayed(params, timeout, relay)
+        })
+        .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(cancelled) => {
+                call.cancelled();
+                return Err(cancelled.into());
+            }
+        };
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -392,9 +450,14 @@ impl ServerHandler for VmcpHandler {
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
             ReadResourceResponse::Complete(mut result) => {
-                // The backend's cache hints describe its own view, not the caller's.
-                result.ttl_ms = Some(LIST_TTL_MS);
-                result.cache_scope = Some(CacheScope::Private);
+                // The backend's hints stand (none: 0/private), except that a read the
+                // caller's admission decided on is this caller's, so private.
+                let mut hint = CacheHint::new(result.ttl_ms, result.cache_scope);
+                if admission::filtered(&ctx) {
+                    hint.public = false;
+                }
+                result.ttl_ms = Some(hint.ttl_ms);
+                result.cache_scope = Some(hint.scope());
                 result.result_type = Some(ResultType::COMPLETE);
                 ReadResourceResponse::Complete(result)
             }

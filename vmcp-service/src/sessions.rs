@@ -202,6 +202,11 @@ impl Sessions {
         }
     }
 
+    /// Whether the Legacy session `session` is live.
+    pub(crate) fn has_legacy(&self, session: &str) -> bool {
+        self.legacy_ids().contains_key(session)
+    }
+
     /// Forget a Legacy session at once (DELETEd or expired): its listener, its
     /// subscriptions and its peer are released now, not at the next notification.
     pub fn remove_legacy(&self, session: &str) {

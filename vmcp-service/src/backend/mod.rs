@@ -5,9 +5,11 @@
 mod client;
 mod event;
 mod health;
+pub mod hints;
 pub(crate) mod meta;
 pub(crate) mod reason;
 mod registry;
+pub(crate) mod relay;
 pub mod sse;
 pub(crate) mod stdio;
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 
 use crate::backend::BackendCapabilities;
+pub use crate::backend::hints::{CacheHint, ListHints};
 use crate::config::VmcpConfig;
 use conflict::{Claim, Naming};
 pub use template::{TemplateError, UriTemplate};
@@ -86,6 +87,7 @@ pub struct Catalog {
     advertised_templates: Vec<ResourceTemplate>,
     completions: BTreeSet<Arc<str>>,
     backends: Vec<Arc<str>>,
+    hints: ListHints,
 }
 
 /// What building a catalog produced besides the catalog.
@@ -110,7 +112,10 @@ impl Catalog {
             prefix_format: config.prefix_format(),
             priority_order: &config.aggregation.conflict_resolution_config.priority_order,
         };
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog {
+            hints: ListHints::merged(reports.iter().map(|(_, caps)| &caps.hints)),
+            ..Catalog::default()
+        };
         let mut report = BuildReport::default();
 
         // Tools: overrides and visibility, then names over all of them (hidden ones
@@ -322,7 +327,12 @@ impl Catalog {
             .or_else(|| self.resource_owner(uri))
     }
 
-    /// Whether a backend serves `completion/complete`.
+    /// The SEP-2549 cache hint of one merged list (before per-caller filtering).
+    pub fn hint(&self, kind: vmcp_layers::context::ListKind) -> CacheHint {
+        self.hints.get(kind)
+    }
+
+    /// Whether `backend` serves `completion/complete`.
     pub fn completes(&self, backend: &str) -> bool {
         self.completions.contains(backend)
     }

@@ -33,6 +33,12 @@ pub(super) fn visibility(extensions: &rmcp::model::Extensions, catalog: &Catalog
     )
 }
 
+/// Whether the caller's lists and reads are decided per identity (an admission
+/// handle is present), so what it sees is its own view.
+pub(super) fn filtered(ctx: &RequestContext<RoleServer>) -> bool {
+    extension::<AdmissionHandle>(ctx).is_some()
+}
+
 /// Filter `items` with the caller's admission handle; all of them without one.
 fn admitted<'a, T: Clone>(
     ctx: &RequestContext<RoleServer>,

@@ -34,6 +34,13 @@ impl ObservedCall {
         Self(Some(scope))
     }
 
+    /// The caller cancelled the call before the backend answered.
+    pub(super) fn cancelled(self) {
+        if let Some(scope) = self.0 {
+            scope.end(Some("cancelled by the caller"));
+        }
+    }
+
     /// The call ended with `result`.
     pub(super) fn end<T>(self, result: &Result<T, BackendError>) {
         if let Some(scope) = self.0 {

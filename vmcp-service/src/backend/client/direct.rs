@@ -25,8 +25,8 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult,
     ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    InputRequiredResult, JsonObject, ProtocolVersion, RequestId, RequestMetaObject,
-    ServerJsonRpcMessage, ServerNotification, ServerResult, Tool,
+    InputRequiredResult, JsonObject, NumberOrString, ProgressToken, ProtocolVersion, RequestId,
+    RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult, Tool,
 };
 use rmcp::service::ServiceError;
 use rmcp::transport::DynamicTransportError;
@@ -37,6 +37,8 @@ use serde::Deserialize;
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
+
+use crate::backend::relay::{Relay, Relayed};
 
 /// A JSON answer, or one event of a streamed answer, larger than this is refused
 /// (rmcp's client has the same kind of bound).
@@ -138,11 +140,16 @@ impl DirectHttp {
     }
 
     /// `tools/call`, answered with a result, an MRTR `input_required` or a task.
+    /// With a `relay`, the call's progress and logs go to it (see `backend::relay`).
     pub(super) async fn call_tool(
         &self,
         mut params: CallToolRequestParams,
+        relay: Option<&Relay>,
     ) -> Result<CallToolResponse, ServiceError> {
-        self.add_context(params.meta.get_or_insert_default());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let meta = params.meta.get_or_insert_default();
+        self.add_context(meta);
+        let hop = ask_for(meta, id, relay);
         let mut headers = self.headers("tools/call", Some(params.name.as_ref()));
         let schema = self
             .param_headers
@@ -153,7 +160,15 @@ impl DirectHttp {
         if let (Some(annotations), Some(arguments)) = (schema, params.arguments.as_ref()) {
             add_param_headers(&mut headers, &annotations, arguments);
         }
-        let raw = self.send("tools/call", &params, headers).await?;
+        let raw = self
+            .send(
+                "tools/call",
+                id,
+                &params,
+                headers,
+                relay.map(|r| (r, hop.as_ref())),
+            )
+            .await?;
         let raw = raw.get();
         if let Ok(result) = serde_json::from_str::<CallToolResult>(raw) {
             return Ok(CallToolResponse::Complete(result));
@@ -171,10 +186,22 @@ impl DirectHttp {
     pub(super) async fn get_prompt(
         &self,
         mut params: GetPromptRequestParams,
+        relay: Option<&Relay>,
     ) -> Result<GetPromptResponse, ServiceError> {
-        self.add_context(params.meta.get_or_insert_default());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let meta = params.meta.get_or_insert_default();
+        self.add_context(meta);
+        let hop = ask_for(meta, id, relay);
         let headers = self.headers("prompts/get", Some(&params.name));
-        let raw = self.send("prompts/get", &params, headers).await?;
+        let raw = self
+            .send(
+                "prompts/get",
+                id,
+                &params,
+                headers,
+                relay.map(|r| (r, hop.as_ref())),
+            )
+            .await?;
         if let Ok(result) = serde_json::from_str::<GetPromptResult>(raw.get()) {
             return Ok(GetPromptResponse::Complete(result));
         }
@@ -212,10 +239,11 @@ impl DirectHttp {
     async fn send(
         &self,
         method: &'static str,
+        id: i64,
         params: &impl serde::Serialize,
         headers: http::HeaderMap,
+        relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = serde_json::to_vec(&Outgoing {
             jsonrpc: "2.0",
             id,
@@ -239,7 +267,7 @@ impl DirectHttp {
             .unwrap_or_default()
             .to_ascii_lowercase();
         if content_type.starts_with("text/event-stream") && status.is_success() {
-            return self.read_stream(response, id).await;
+            return self.read_stream(response, id, relay).await;
         }
         if !content_type.starts_with("application/json") {
             return Err(if status.is_success() {
@@ -267,11 +295,14 @@ impl DirectHttp {
         }
     }
 
-    /// Read an event stream until the answer to `id`, forwarding notifications.
+    /// Read an event stream until the answer to `id`, forwarding notifications. The
+    /// caller's task reads it, so relayed notifications keep their wire order and all
+    /// of them are handed over before the answer.
     async fn read_stream(
         &self,
         response: reqwest::Response,
         id: i64,
+        relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Box<RawValue>, ServiceError> {
         let mut events = sse_stream::SseStream::from_bytes_stream(bounded(response.bytes_stream()));
         while let Some(event) = events.next().await {
@@ -279,27 +310,74 @@ impl DirectHttp {
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                 continue; // priming event or keep-alive
             };
-            if let Some(result) = self.message(data.as_bytes(), id)? {
-                return Ok(result);
+            match self.message(data.as_bytes(), id, relay)? {
+                Step::Answer(result) => return Ok(result),
+                Step::Relay(relayed) => {
+                    if let Some((relay, _)) = relay {
+                        relay.send(relayed).await;
+                    }
+                }
+                Step::Skip => {}
             }
         }
         Err(DirectError::Incomplete.into())
     }
 
-    /// One message of an answer: the result for `id`, or `None` after passing on a
-    /// notification (or dropping a message that is not ours).
-    fn message(&self, data: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
+    /// One message of an answer: the result for `id`, a notification for the call's
+    /// relay, or nothing (a notification passed on to the connection's events, or a
+    /// message that is not ours).
+    fn message(
+        &self,
+        data: &[u8],
+        id: i64,
+        relay: Option<(&Relay, Option<&ProgressToken>)>,
+    ) -> Result<Step, ServiceError> {
         let envelope: Envelope = serde_json::from_slice(data).map_err(DirectError::from)?;
         if envelope.method.is_some() {
             match serde_json::from_slice::<ServerJsonRpcMessage>(data) {
+                Ok(ServerJsonRpcMessage::Notification(n)) if Relay::consumes(&n.notification) => {
+                    if let Some(relayed) =
+                        relay.and_then(|(relay, hop)| relay.translate(&n.notification, hop))
+                    {
+                        return Ok(Step::Relay(relayed));
+                    }
+                }
                 Ok(ServerJsonRpcMessage::Notification(n)) => (self.notify)(n.notification),
                 Ok(_) => tracing::debug!("ignoring a request a 2026-07-28 backend sent"),
                 Err(error) => tracing::debug!("ignoring an unreadable message: {error}"),
             }
-            return Ok(None);
+            return Ok(Step::Skip);
         }
-        envelope.into_answer(id)
+        Ok(match envelope.into_answer(id)? {
+            Some(result) => Step::Answer(result),
+            None => Step::Skip,
+        })
     }
+}
+
+/// What one message of an answer stream is to the call reading it.
+enum Step {
+    /// The answer to the call.
+    Answer(Box<RawValue>),
+    /// A notification for the call's relay.
+    Relay(Relayed),
+    /// Nothing for the call.
+    Skip,
+}
+
+/// Ask the backend, in the request's `_meta`, for what the relay's caller wants:
+/// progress under a token of this hop (the request id, unique on this connection)
+/// and logs at the caller's level. Returns the hop's progress token.
+fn ask_for(meta: &mut RequestMetaObject, id: i64, relay: Option<&Relay>) -> Option<ProgressToken> {
+    let relay = relay?;
+    if let Some(level) = relay.log_level() {
+        meta.set_log_level(level);
+    }
+    relay.wants_progress().then(|| {
+        let token = ProgressToken(NumberOrString::Number(id));
+        meta.set_progress_token(token.clone());
+        token
+    })
 }
 
 const LOWER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -585,9 +663,12 @@ mod tests {
         )
         .unwrap();
         let note = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
-        assert!(direct.message(note, 1).unwrap().is_none());
+        assert!(matches!(direct.message(note, 1, None).unwrap(), Step::Skip));
         let answer = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
-        assert!(direct.message(answer, 1).unwrap().is_some());
+        assert!(matches!(
+            direct.message(answer, 1, None).unwrap(),
+            Step::Answer(_)
+        ));
         let seen = seen.lock().unwrap();
         assert!(matches!(
             seen.as_slice(),

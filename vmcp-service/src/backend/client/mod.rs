@@ -26,6 +26,8 @@ use vmcp_layers::McpRevision;
 
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, HealthSettings, Source};
+use super::hints::CacheHint;
+use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
@@ -33,6 +35,7 @@ use crate::config::{BackendConfig, Transport};
 mod direct;
 mod error;
 mod subscriptions;
+mod tap;
 
 use direct::DirectHttp;
 pub use error::{BackendError, OpenError};
@@ -64,6 +67,8 @@ pub struct BackendCapabilities {
     pub prompts: Vec<Prompt>,
     /// Whether it serves `completion/complete`.
     pub completions: bool,
+    /// The SEP-2549 cache hints of its lists.
+    pub hints: super::hints::ListHints,
 }
 
 /// The rmcp client handler of a backend connection: turns notifications into events.
@@ -217,7 +222,11 @@ impl BackendClient {
             .await;
         if let Ok(false) = result {
             tracing::info!(backend = %self.name, "backend no longer serves 2026-07-28; re-probing");
-            if let Some(conn) = self.connection.lock().await.clone() {
+            // Take the connection out of the guard first: in `if let`, the guard would
+            // live through the block, and `discard` takes the same lock (a deadlock
+            // that stopped every later check and call of this backend).
+            let current = self.connection.lock().await.clone();
+            if let Some(conn) = current {
                 self.discard(&conn).await;
             }
         }
@@ -320,7 +329,10 @@ impl BackendClient {
                         StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
                             .reinit_on_expired_session(false)
                             .max_concurrent_requests(256);
-                    StreamableHttpClientTransport::with_client(self.http.clone(), config)
+                    StreamableHttpClientTransport::with_client(
+                        tap::TapClient(self.http.clone()),
+                        config,
+                    )
                 };
                 let auto = rmcp::service::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -519,18 +531,27 @@ impl BackendClient {
                     completions: caps.completions.is_some(),
                     ..Default::default()
                 };
+                let hint = |ttl, scope| Some(CacheHint::new(ttl, scope));
                 if caps.tools.is_some() {
-                    out.tools = peer.list_all_tools().await?;
+                    let list = peer.list_all_tools_with_cache_hint().await?;
+                    (out.tools, out.hints.tools) =
+                        (list.items, hint(list.ttl_ms, list.cache_scope));
                     if let Some(direct) = &conn.direct {
                         direct.set_tools(&out.tools);
                     }
                 }
                 if caps.resources.is_some() {
-                    out.resources = peer.list_all_resources().await?;
-                    out.templates = peer.list_all_resource_templates().await?;
+                    let list = peer.list_all_resources_with_cache_hint().await?;
+                    (out.resources, out.hints.resources) =
+                        (list.items, hint(list.ttl_ms, list.cache_scope));
+                    let list = peer.list_all_resource_templates_with_cache_hint().await?;
+                    (out.templates, out.hints.templates) =
+                        (list.items, hint(list.ttl_ms, list.cache_scope));
                 }
                 if caps.prompts.is_some() {
-                    out.prompts = peer.list_all_prompts().await?;
+                    let list = peer.list_all_prompts_with_cache_hint().await?;
+                    (out.prompts, out.hints.prompts) =
+                        (list.items, hint(list.ttl_ms, list.cache_scope));
                 }
                 Ok(out)
             })
@@ -547,12 +568,25 @@ impl BackendClient {
         params: CallToolRequestParams,
         timeout: Duration,
     ) -> Result<CallToolResponse, BackendError> {
+        self.call_tool_relayed(params, timeout, None).await
+    }
+
+    /// [`Self::call_tool`], with the call's progress and logs relayed to `relay`
+    /// (streamable-HTTP backends; stdio and SSE backends relay nothing).
+    pub(crate) async fn call_tool_relayed(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        relay: Option<Relay>,
+    ) -> Result<CallToolResponse, BackendError> {
         self.run(timeout, |conn| {
             let params = params.clone();
+            let relay = relay.clone();
             async move {
-                match &conn.direct {
-                    Some(direct) => direct.call_tool(params).await,
-                    None => conn.service.call_tool_once(params).await,
+                match (&conn.direct, relay) {
+                    (Some(direct), relay) => direct.call_tool(params, relay.as_ref()).await,
+                    (None, Some(relay)) => tap::call_tool(conn.service.peer(), params, relay).await,
+                    (None, None) => conn.service.call_tool_once(params).await,
                 }
             }
         })
@@ -565,12 +599,26 @@ impl BackendClient {
         params: GetPromptRequestParams,
         timeout: Duration,
     ) -> Result<GetPromptResponse, BackendError> {
+        self.get_prompt_relayed(params, timeout, None).await
+    }
+
+    /// [`Self::get_prompt`] with a relay (see [`Self::call_tool_relayed`]).
+    pub(crate) async fn get_prompt_relayed(
+        &self,
+        params: GetPromptRequestParams,
+        timeout: Duration,
+        relay: Option<Relay>,
+    ) -> Result<GetPromptResponse, BackendError> {
         self.run(timeout, |conn| {
             let params = params.clone();
+            let relay = relay.clone();
             async move {
-                match &conn.direct {
-                    Some(direct) => direct.get_prompt(params).await,
-                    None => conn.service.get_prompt_once(params).await,
+                match (&conn.direct, relay) {
+                    (Some(direct), relay) => direct.get_prompt(params, relay.as_ref()).await,
+                    (None, Some(relay)) => {
+                        tap::get_prompt(conn.service.peer(), params, relay).await
+                    }
+                    (None, None) => conn.service.get_prompt_once(params).await,
                 }
             }
         })

@@ -1,0 +1,311 @@
+//! The HTTP client under rmcp's streamable-HTTP transport for Legacy backends: it
+//! taps the answer stream of every request that carries a [`Relay`].
+//!
+//! A 2025-11-25 backend sends the progress and logs of a request on that request's
+//! POST answer stream. rmcp hands notifications to its `ClientHandler` on spawned
+//! tasks, so they would lose their order and could arrive after the answer; and it
+//! does not say which request's stream a notification came on. Reading the stream
+//! here, inside the one task that reads it, keeps both: each notification is relayed
+//! (awaited) before any later event of the same stream, the answer included, moves on.
+//! Requests without a relay are passed through untouched.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use http::{HeaderName, HeaderValue};
+use rmcp::model::{
+    CallToolRequest, CallToolResponse, CancelledNotification, CancelledNotificationParam,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, GetMeta,
+    GetPromptRequest, GetPromptResponse, ProgressToken, RequestId, ServerJsonRpcMessage,
+    ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use rmcp::{Peer, RoleClient};
+use sse_stream::{Error as SseError, Sse};
+
+use crate::backend::relay::Relay;
+
+/// `reqwest::Client` with relayed answer streams tapped.
+#[derive(Clone)]
+pub(super) struct TapClient(pub(super) reqwest::Client);
+
+type Events = BoxStream<'static, Result<Sse, SseError>>;
+type HttpError = StreamableHttpError<reqwest::Error>;
+
+impl StreamableHttpClient for TapClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, HttpError> {
+        let tap = match &message {
+            ClientJsonRpcMessage::Request(request) => {
+                request
+                    .request
+                    .extensions()
+                    .get::<Relay>()
+                    .cloned()
+                    .map(|relay| {
+                        // rmcp minted this hop's progress token; only progress under it
+                        // belongs to the call.
+                        (relay, request.request.get_meta().get_progress_token())
+                    })
+            }
+            _ => None,
+        };
+        let response = self
+            .0
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?;
+        Ok(match (tap, response) {
+            (Some((relay, hop)), StreamableHttpPostResponse::Sse(events, session)) => {
+                StreamableHttpPostResponse::Sse(tapped(events, relay, hop), session)
+            }
+            (_, other) => other,
+        })
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), HttpError> {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<Events, HttpError> {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<Events, HttpError> {
+        self.0
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
+
+/// `events` with the call's progress and logs taken out and relayed, in order.
+fn tapped(events: Events, relay: Relay, hop: Option<ProgressToken>) -> Events {
+    events
+        .filter_map(move |event| {
+            let relay = relay.clone();
+            let hop = hop.clone();
+            async move {
+                let Ok(sse) = &event else {
+                    return Some(event);
+                };
+                // Cheap test first: most events are the answer, which passes on.
+                let Some(data) = sse.data.as_deref().filter(|d| d.contains("notifications/"))
+                else {
+                    return Some(event);
+                };
+                let Ok(ServerJsonRpcMessage::Notification(note)) = serde_json::from_str(data)
+                else {
+                    return Some(event);
+                };
+                if !Relay::consumes(&note.notification) {
+                    return Some(event);
+                }
+                if let Some(relayed) = relay.translate(&note.notification, hop.as_ref()) {
+                    relay.send(relayed).await;
+                }
+                None
+            }
+        })
+        .boxed()
+}
+
+/// Tells the backend a relayed request was abandoned (the caller cancelled, or its
+/// call was dropped), as rmcp's own `*_once` calls do.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        let note = ClientNotification::CancelledNotification(CancelledNotification::new(
+            CancelledNotificationParam::new(Some(id), Some("the caller cancelled".to_owned())),
+        ));
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer.send_notification(note).await;
+            });
+        }
+    }
+}
+
+/// Send `request` with `relay` in its extensions and await the answer.
+async fn relayed(
+    peer: &Peer<RoleClient>,
+    mut request: ClientRequest,
+    relay: Relay,
+) -> Result<ServerResult, ServiceError> {
+    request.extensions_mut().insert(relay);
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    let mut guard = CancelOnDrop {
+        peer: peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    let result = handle.await_response().await;
+    guard.id = None;
+    result
+}
+
+/// `tools/call` on a Legacy connection, relayed.
+pub(super) async fn call_tool(
+    peer: &Peer<RoleClient>,
+    params: rmcp::model::CallToolRequestParams,
+    relay: Relay,
+) -> Result<CallToolResponse, ServiceError> {
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    match relayed(peer, request, relay).await? {
+        ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+        ServerResult::InputRequiredResult(result) => Ok(CallToolResponse::InputRequired(result)),
+        ServerResult::CreateTaskResult(result) => Ok(CallToolResponse::Task(result)),
+        ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(Default::default())),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// `prompts/get` on a Legacy connection, relayed.
+pub(super) async fn get_prompt(
+    peer: &Peer<RoleClient>,
+    params: rmcp::model::GetPromptRequestParams,
+    relay: Relay,
+) -> Result<GetPromptResponse, ServiceError> {
+    let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+    match relayed(peer, request, relay).await? {
+        ServerResult::GetPromptResult(result) => Ok(GetPromptResponse::Complete(result)),
+        ServerResult::InputRequiredResult(result) => Ok(GetPromptResponse::InputRequired(result)),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+#[cfg(test)]
+#[allow(deprecated)] // LoggingLevel: logging is deprecated by SEP-2577 but still served.
+mod tests {
+    use super::*;
+    use crate::backend::relay::{Relayed, Wants, relay};
+    use rmcp::model::{LoggingLevel, NumberOrString};
+
+    fn event(data: &str) -> Result<Sse, SseError> {
+        Ok(Sse {
+            event: Some("message".into()),
+            data: Some(data.into()),
+            id: None,
+            retry: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn a_relayed_stream_hands_over_its_notifications_in_order_before_the_answer() {
+        let (relay, mut rx) = relay(Wants {
+            progress: Some(ProgressToken(NumberOrString::String("c".into()))),
+            logs: Some(LoggingLevel::Info),
+        });
+        let events = futures::stream::iter(vec![
+            event(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":5,"progress":1}}"#),
+            event(r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"debug","data":"quiet"}}"#),
+            event(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":6,"progress":9}}"#),
+            event(r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"error","data":"loud"}}"#),
+            event(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+            event(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":5,"progress":2}}"#),
+            event(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
+        ])
+        .boxed();
+        let hop = ProgressToken(NumberOrString::Number(5));
+        let passed: Vec<String> = tapped(events, relay, Some(hop))
+            .map(|e| e.unwrap().data.unwrap())
+            .collect()
+            .await;
+        // Only what is not the call's passes on to rmcp: the list change and the answer.
+        assert_eq!(passed.len(), 2, "{passed:?}");
+        assert!(passed[0].contains("list_changed") && passed[1].contains("result"));
+        let mut relayed = Vec::new();
+        while let Ok(item) = rx.try_recv() {
+            relayed.push(match item {
+                Relayed::Progress(p) => format!("progress {} {:?}", p.progress, p.progress_token.0),
+                Relayed::Log(l) => format!("log {}", l.data),
+            });
+        }
+        assert_eq!(
+            relayed,
+            [
+                "progress 1 String(\"c\")",
+                "log \"loud\"",
+                "progress 2 String(\"c\")"
+            ]
+        );
+    }
+}
