@@ -196,16 +196,18 @@ async fn serve(
     // With incomingAuth, audit or telemetry configured, serve the full layer stack
     // (recovery, header checks, audit, auth, discovery, authorization, telemetry,
     // gate) at /mcp; otherwise the bare service.
-    let mut telemetry = None;
+    // The stack sits behind a switch: SIGHUP rebuilds its layers too.
+    let mut switch = None;
     let mcp = if gateway.aggregator().config().has_layers() {
         let mut headers = vmcp_layers::headers::HeaderValidationLayer::new();
         for host in &allowed_hosts {
             headers = headers.allow_host(host.clone());
         }
-        let stack = gateway.stack(http, headers)?;
-        tracing::info!(layers = ?stack.layers(), "request pipeline");
-        telemetry = stack.telemetry().cloned();
-        stack.router()
+        let stack = gateway.reloadable_stack(http, headers)?;
+        tracing::info!(layers = ?stack.current().layers(), "request pipeline");
+        let router = stack.router();
+        switch = Some(stack);
+        router
     } else {
         axum::Router::new().nest_service("/mcp", gateway.service_with(http))
     };
@@ -239,7 +241,7 @@ async fn serve(
             stopping.shutdown().await;
         })
         .await?;
-    if let Some(telemetry) = telemetry {
+    if let Some(telemetry) = switch.and_then(|s| s.current().telemetry().cloned()) {
         // Export what is still buffered; the exporters block, so off the runtime.
         let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     }
@@ -270,9 +272,13 @@ async fn reload_on_sighup(gateway: std::sync::Arc<Vmcp>, path: PathBuf) {
         match loaded {
             Ok(loaded) => {
                 report_ignored(&loaded);
-                gateway.reload(loaded.config).await;
+                // A refusal is logged (and audited) by `reload`; the old stack serves on.
+                let _ = gateway.reload(loaded.config).await;
             }
-            Err(error) => tracing::error!("configuration reload refused: {error}"),
+            Err(error) => {
+                tracing::error!("configuration reload refused: {error}");
+                gateway.record_refused_reload();
+            }
         }
     }
 }

@@ -1,3 +1,4 @@
+// Over 600 lines: one test per behaviour of the real binary, sharing its helpers.
 //! The bundled server's command line, run as a real process.
 
 use std::process::Stdio;
@@ -407,6 +408,99 @@ telemetry: {{enablePrometheusMetricsPath: true}}
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["outcome"].to_string())
         .collect();
     assert_eq!(outcomes, ["\"success\"", "\"denied\""], "{lines}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
+    use vmcp_examples::demo::{DemoSpec, spawn};
+    use vmcp_tests::stacked::LegacySession;
+
+    let gh = spawn(DemoSpec::new("gh", &["echo", "add"]), 0)
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-hup-authz", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let audit = dir.join("audit.log");
+    let _ = std::fs::remove_file(&audit);
+    let file = |policies: &[&str]| {
+        let policies: Vec<String> = policies.iter().map(|p| format!("'{p}'")).collect();
+        format!(
+            "backends: [{{name: gh, url: '{}'}}]\nincomingAuth:\n  type: anonymous\n  authz:\n    type: cedar\n    policies: [{}]\naudit: {{logFile: '{}'}}\n",
+            gh.url(),
+            policies.join(", "),
+            audit.display()
+        )
+    };
+    let echo = r#"permit(principal, action == Action::"call_tool", resource == Tool::"gh_echo");"#;
+    let add = r#"permit(principal, action == Action::"call_tool", resource == Tool::"gh_add");"#;
+    let path = temp_file("hup-authz", &file(&[echo, add]));
+    let port = free_port();
+    let mut server = Command::new(VMCP)
+        .args(["serve", "--port", &port.to_string(), "-c"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut session = LegacySession::open(&url, None).await;
+    let call = json!({"name": "gh_add", "arguments": {"a": 1, "b": 2}});
+    let ok = session.request("tools/call", call.clone()).await;
+    assert_eq!(
+        ok.body["result"]["content"][0]["text"], "3",
+        "{:?}",
+        ok.body
+    );
+    let hup = |pid: u32| {
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap()
+    };
+    let pid = server.id().unwrap();
+    let reloads = |outcome: &str| {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(r#""type":"config_reload""#) && l.contains(outcome))
+            .count()
+    };
+
+    // Tightened: the next call in the same session is denied; the session lives on.
+    std::fs::write(&path, file(&[echo])).unwrap();
+    hup(pid);
+    assert!(
+        vmcp_tests::eventually(|| reloads(r#""outcome":"success""#) == 1).await,
+        "the reload is audited"
+    );
+    let denied = session.request("tools/call", call.clone()).await;
+    assert_eq!(denied.status, 403, "{:?}", denied.body);
+    let echo_call = json!({"name": "gh_echo", "arguments": {"text": "hi"}});
+    let still = session.request("tools/call", echo_call.clone()).await;
+    assert_eq!(
+        still.body["result"]["content"][0]["text"], "gh: hi",
+        "session kept"
+    );
+
+    // A file with a broken policy is refused as a whole, even the part that would
+    // allow gh_add again; the tightened policy still applies.
+    std::fs::write(&path, file(&[echo, add, "permit(principal, action"])).unwrap();
+    hup(pid);
+    assert!(
+        vmcp_tests::eventually(|| reloads(r#""outcome":"failure""#) == 1).await,
+        "the refused reload is audited"
+    );
+    let denied = session.request("tools/call", call).await;
+    assert_eq!(
+        denied.status, 403,
+        "old policy still applies: {:?}",
+        denied.body
+    );
+    let still = session.request("tools/call", echo_call).await;
+    assert_eq!(still.status, 200);
+    let _ = server.kill().await;
 }
 
 /// `vmcp validate` on hostile files fails fast with a clear error: 100,000 levels of

@@ -335,7 +335,7 @@ async fn reload_adds_and_removes_backends_under_live_sessions() {
         url: b.url(),
         ..Default::default()
     });
-    gw.vmcp.reload(with_b).await;
+    gw.vmcp.reload(with_b).await.unwrap();
     for client in [&mut legacy, &mut modern] {
         client.expect("tools").await;
         assert_eq!(client.tools().await, ["a_x", "b_y"]);
@@ -350,7 +350,7 @@ async fn reload_adds_and_removes_backends_under_live_sessions() {
         b.url(),
         fast_health()
     ));
-    gw.vmcp.reload(only_b).await;
+    gw.vmcp.reload(only_b).await.unwrap();
     for client in [&mut legacy, &mut modern] {
         client.expect("tools").await;
         assert_eq!(client.tools().await, ["b_y"]);

@@ -6,6 +6,8 @@ mod aggregation;
 mod audit;
 mod auth;
 mod authz;
+mod authz_notify;
+mod authz_verbs;
 mod conflicts;
 mod failures;
 mod filtering;

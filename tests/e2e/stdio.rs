@@ -145,6 +145,6 @@ async fn a_reload_that_removes_a_stdio_backend_kills_its_process_group() {
         .as_u64()
         .expect("a live child");
     assert!(alive(pid));
-    gw.vmcp.reload(config("backends: []\n")).await;
+    gw.vmcp.reload(config("backends: []\n")).await.unwrap();
     assert!(!alive(pid), "child {pid} survived its removal");
 }

@@ -418,12 +418,28 @@ pub struct Listener {
 impl Listener {
     /// A Legacy (2025-11-25) session: notifications arrive on its GET stream.
     pub async fn legacy(url: &str) -> Self {
-        Self::connect(url, rmcp::service::ClientLifecycleMode::Initialize, None).await
+        Self::legacy_as(url, None).await
+    }
+
+    /// [`Listener::legacy`] with a bearer token.
+    pub async fn legacy_as(url: &str, token: Option<&str>) -> Self {
+        Self::connect(
+            url,
+            token,
+            rmcp::service::ClientLifecycleMode::Initialize,
+            None,
+        )
+        .await
     }
 
     /// A Modern (2026-07-28) client with a `subscriptions/listen` stream for all three
     /// list changes and `uris`.
     pub async fn modern(url: &str, uris: &[&str]) -> Self {
+        Self::modern_as(url, None, uris).await
+    }
+
+    /// [`Listener::modern`] with a bearer token.
+    pub async fn modern_as(url: &str, token: Option<&str>, uris: &[&str]) -> Self {
         let mut filter = rmcp::model::SubscriptionFilter::builder()
             .tools_list_changed()
             .prompts_list_changed()
@@ -435,17 +451,23 @@ impl Listener {
         let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
             preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
         };
-        Self::connect(url, lifecycle, Some(filter)).await
+        Self::connect(url, token, lifecycle, Some(filter)).await
     }
 
     async fn connect(
         url: &str,
+        token: Option<&str>,
         lifecycle: rmcp::service::ClientLifecycleMode,
         listen: Option<rmcp::model::SubscriptionFilter>,
     ) -> Self {
         use rmcp::ClientServiceExt;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_owned());
+        let mut config = StreamableHttpClientTransportConfig::with_uri(url.to_owned());
+        if let Some(token) = token {
+            config = config.auth_header(token);
+        }
+        let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
         let client = Recorder { tx: tx.clone() }
             .serve_with_lifecycle(transport, lifecycle)
             .await

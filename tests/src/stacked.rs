@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use vmcp_layers::headers::HeaderValidationLayer;
 use vmcp_layers::stack::Stack;
@@ -14,8 +15,9 @@ use vmcp_service::{Vmcp, VmcpConfig};
 pub struct StackedGateway {
     /// The running gateway.
     pub vmcp: Vmcp,
-    /// The assembled stack (layer order, telemetry handle).
-    pub stack: Stack,
+    /// The assembled stack (layer order, telemetry handle) as first built; a
+    /// `vmcp.reload` swaps in another.
+    pub stack: Arc<Stack>,
     /// Where it listens.
     pub addr: SocketAddr,
     stop: CancellationToken,
@@ -39,13 +41,14 @@ impl Drop for StackedGateway {
     }
 }
 
-/// Start the gateway for `config` behind `Vmcp::stack`.
+/// Start the gateway for `config` behind `Vmcp::reloadable_stack`.
 pub async fn stacked_gateway(config: VmcpConfig) -> StackedGateway {
     let vmcp = Vmcp::start(config).await.expect("gateway starts");
-    let stack = vmcp
-        .stack(Default::default(), HeaderValidationLayer::new())
+    let switch = vmcp
+        .reloadable_stack(Default::default(), HeaderValidationLayer::new())
         .expect("stack builds");
-    let (addr, stop) = crate::serve_on_loopback(stack.router()).await;
+    let stack = switch.current();
+    let (addr, stop) = crate::serve_on_loopback(switch.router()).await;
     StackedGateway {
         vmcp,
         stack,
@@ -63,6 +66,8 @@ pub struct Reply {
     pub headers: HeaderMap,
     /// The JSON-RPC message (`Value::Null` for an empty body).
     pub body: Value,
+    /// The body as received.
+    pub raw: String,
 }
 
 fn parse(text: &str) -> Value {
@@ -124,6 +129,7 @@ pub async fn modern_with_headers(
         status,
         headers,
         body: parse(&text),
+        raw: text,
     }
 }
 
@@ -190,7 +196,14 @@ impl LegacySession {
             status,
             headers,
             body: parse(&text),
+            raw: text,
         }
+    }
+
+    /// One request in the session with the JSON-RPC id `id`.
+    pub async fn request_with_id(&mut self, id: u64, method: &str, params: Value) -> Reply {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await
     }
 
     /// One request in the session (id 1, 2, …).

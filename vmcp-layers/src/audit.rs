@@ -264,6 +264,48 @@ impl AuditLayer {
         };
         Ok(Self::new(config, sink))
     }
+
+    /// Record an event that is not a request, such as a configuration reload
+    /// (`kind` `config_reload`, `outcome` `success` or `failure`): no subject, and
+    /// `endpoint` names what did it.
+    pub fn record_event(&self, kind: &str, outcome: &str, endpoint: &str) {
+        let mut ids = [0u8; 36];
+        let logged_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+        let record = Record {
+            audit_id: audit_id(&mut ids),
+            kind,
+            logged_at: &logged_at,
+            outcome,
+            component: &self.auditor.component,
+            subjects: Subjects {
+                user_id: None,
+                user: None,
+                client: None,
+            },
+            target: RecordTarget {
+                endpoint,
+                method: None,
+                kind: None,
+                name: None,
+                backend: None,
+            },
+            metadata: Metadata {
+                duration_ms: 0.0,
+                transport: "none",
+                protocol_version: None,
+                status: None,
+                response_size_bytes: None,
+            },
+            data: None,
+        };
+        match serde_json::to_vec(&record) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                self.auditor.sink.write(&line);
+            }
+            Err(e) => tracing::error!("audit line not serialized: {e}"),
+        }
+    }
 }
 
 impl<S> Layer<S> for AuditLayer {

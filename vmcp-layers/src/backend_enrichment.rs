@@ -62,7 +62,7 @@ pub struct BackendEnrichment<S> {
 
 /// The backend serving `parsed` according to `view`.
 pub fn target_of(parsed: &ParsedMcpRequest, view: &Discovered) -> Option<Arc<str>> {
-    match CallKind::of_method(&parsed.method)? {
+    match CallKind::of_request(parsed)? {
         CallKind::Tool => parsed
             .name
             .as_deref()
@@ -133,7 +133,7 @@ where
             Err(missing) => return refuse(missing),
         };
         let mut target = None;
-        if let Some(parsed) = parsed.filter(|p| CallKind::of_method(&p.method).is_some()) {
+        if let Some(parsed) = parsed.filter(|p| CallKind::of_request(p).is_some()) {
             let Some(view) = req.extensions().get::<Discovered>() else {
                 return refuse(MissingLayer::Discovery { layer: LAYER });
             };

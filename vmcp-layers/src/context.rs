@@ -119,9 +119,11 @@ pub struct ParsedMcpRequest {
     pub id: Option<Value>,
     /// The JSON-RPC method (empty for a client's response to a server request).
     pub method: String,
-    /// `params.name` for `tools/call` and `prompts/get`.
+    /// `params.name` for `tools/call` and `prompts/get`; `params.ref.name` for a
+    /// `completion/complete` of a prompt (`ref/prompt`).
     pub name: Option<String>,
-    /// `params.uri` for `resources/read`, `resources/subscribe`, `resources/unsubscribe`.
+    /// `params.uri` for `resources/read`, `resources/subscribe`, `resources/unsubscribe`;
+    /// `params.ref.uri` for a `completion/complete` of a resource (`ref/resource`).
     pub uri: Option<String>,
     /// `params.arguments`, when an object.
     pub arguments: Option<Map<String, Value>>,
@@ -222,9 +224,20 @@ impl ParsedMcpRequest {
             Some(Value::String(s)) => Some(s),
             _ => None,
         };
-        let name = take_string(&mut params, "name");
+        let mut name = take_string(&mut params, "name");
         let client_info = params.get("clientInfo").and_then(ClientInfo::from_value);
-        let uri = take_string(&mut params, "uri");
+        let mut uri = take_string(&mut params, "uri");
+        // A completion names what it completes in `ref`; it is authorized as that
+        // prompt or resource, so the name goes where those requests carry theirs.
+        if method == "completion/complete"
+            && let Some(Value::Object(mut reference)) = params.remove("ref")
+        {
+            match reference.get("type").and_then(Value::as_str) {
+                Some("ref/prompt") => name = take_string(&mut reference, "name"),
+                Some("ref/resource") => uri = take_string(&mut reference, "uri"),
+                _ => {}
+            }
+        }
         let arguments = match params.remove("arguments") {
             Some(Value::Object(arguments)) => Some(arguments),
             _ => None,
@@ -366,21 +379,40 @@ pub struct BackendTarget(pub Arc<str>);
 pub enum CallKind {
     /// `tools/call`.
     Tool,
-    /// `prompts/get`.
+    /// `prompts/get`, and `completion/complete` of a prompt.
     Prompt,
-    /// `resources/read`.
+    /// `resources/read`, `resources/subscribe`, `resources/unsubscribe`, and
+    /// `completion/complete` of a resource or template.
     Resource,
 }
 
 impl CallKind {
-    /// The kind of a method that is admission-checked, if it is one.
+    /// The kind of a method that is admission-checked, if it is one, when the
+    /// method alone decides it (every checked method but `completion/complete`).
     pub fn of_method(method: &str) -> Option<Self> {
         match method {
             "tools/call" => Some(Self::Tool),
             "prompts/get" => Some(Self::Prompt),
-            "resources/read" => Some(Self::Resource),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                Some(Self::Resource)
+            }
             _ => None,
         }
+    }
+
+    /// The kind of a request that is admission-checked, if it is one: every verb
+    /// that names a tool, prompt or resource. A completion is checked as what its
+    /// `ref` names; one without a prompt or resource reference as a prompt with no
+    /// name, which no policy admits.
+    pub fn of_request(parsed: &ParsedMcpRequest) -> Option<Self> {
+        if parsed.method == "completion/complete" {
+            return Some(if parsed.uri.is_some() {
+                Self::Resource
+            } else {
+                Self::Prompt
+            });
+        }
+        Self::of_method(&parsed.method)
     }
 
     /// The kind-only denial message the gate answers with.
@@ -502,6 +534,26 @@ mod tests {
         let body = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
         let parsed = ParsedMcpRequest::parse(body, Some("2025-11-25"), true).unwrap();
         assert_eq!(parsed.revision, Some(McpRevision::Legacy));
+    }
+
+    #[test]
+    fn completions_name_what_they_complete() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"gh_p"},"argument":{"name":"a","value":""}}}"#;
+        let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
+        assert_eq!(parsed.target(), Some("gh_p"));
+        assert_eq!(CallKind::of_request(&parsed), Some(CallKind::Prompt));
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"x://{id}"},"argument":{"name":"id","value":""}}}"#;
+        let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
+        assert_eq!(parsed.uri.as_deref(), Some("x://{id}"));
+        assert_eq!(CallKind::of_request(&parsed), Some(CallKind::Resource));
+        let body = br#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/other","name":"n"}}}"#;
+        let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
+        assert_eq!(parsed.target(), None, "an unknown reference names nothing");
+        assert_eq!(CallKind::of_request(&parsed), Some(CallKind::Prompt));
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"x://a"}}"#;
+        let parsed = ParsedMcpRequest::parse(body, None, false).unwrap();
+        assert_eq!(CallKind::of_request(&parsed), Some(CallKind::Resource));
     }
 
     #[test]

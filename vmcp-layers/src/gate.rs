@@ -89,7 +89,7 @@ where
             Err(missing) => return ResponseFuture::ready(missing.into_response()),
         };
         if let Some(parsed) = parsed
-            && let Some(kind) = CallKind::of_method(&parsed.method)
+            && let Some(kind) = CallKind::of_request(parsed)
         {
             let allowed = req
                 .extensions()

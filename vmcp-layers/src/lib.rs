@@ -38,6 +38,7 @@ pub mod prerequisite;
 pub mod recovery;
 pub mod stack;
 mod strict_json;
+pub mod switch;
 #[cfg(feature = "otel")]
 pub mod telemetry;
 #[cfg(feature = "tls")]

@@ -538,6 +538,10 @@ impl Stack {
         self.router.clone()
     }
 
+    pub(crate) fn router_ref(&self) -> &axum::Router {
+        &self.router
+    }
+
     /// The layers, outermost first.
     pub fn layers(&self) -> &[&'static str] {
         self.layer.layers()
@@ -547,6 +551,18 @@ impl Stack {
     #[cfg(feature = "otel")]
     pub fn telemetry(&self) -> Option<&Arc<Telemetry>> {
         self.layer.telemetry()
+    }
+
+    /// The Cedar authorizer, when the stack authorizes.
+    #[cfg(feature = "cedar")]
+    pub fn authorizer(&self) -> Option<&Arc<CedarAuthorizer>> {
+        self.layer.inner.authorizer.as_ref()
+    }
+
+    /// The audit layer, to record events that are not requests (a reload).
+    #[cfg(feature = "audit")]
+    pub fn audit(&self) -> Option<&AuditLayer> {
+        self.layer.inner.audit.as_ref()
     }
 }
 

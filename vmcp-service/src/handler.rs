@@ -168,8 +168,9 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        let visibility = admission::visibility(&ctx.extensions, &self.aggregator.catalog());
         self.sessions
-            .add_legacy(session_id(&ctx.extensions), ctx.peer);
+            .add_legacy(session_id(&ctx.extensions), ctx.peer, visibility);
     }
 
     #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
@@ -257,7 +258,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
-        let _registered = self.sessions.add_modern(ctx.sink().clone());
+        let visibility = admission::visibility(
+            &ctx.request_context().extensions,
+            &self.aggregator.catalog(),
+        );
+        let _registered = self.sessions.add_modern(ctx.sink().clone(), visibility);
         ctx.cancelled().await;
         Ok(())
     }

@@ -40,15 +40,18 @@ mod bare;
 pub mod catalog;
 pub mod config;
 mod handler;
+mod listen_filter;
 mod names;
 mod pagination;
 mod propagation;
+mod reload;
 mod router;
 mod service;
 mod session_binding;
 mod sessions;
 pub mod status;
 pub mod ui;
+mod visibility;
 
 // README's Rust snippets compile as doctests (`cargo test --doc`), so they stay true.
 #[doc = include_str!("../../README.md")]
@@ -57,6 +60,7 @@ pub struct ReadmeDoctests;
 
 pub use aggregator::{Aggregator, CatalogChange, CatalogProvider};
 pub use config::{ConfigError, VmcpConfig};
+pub use reload::ReloadError;
 pub use service::{StartError, Vmcp, VmcpBody, VmcpService};
 pub use sessions::Sessions;
 

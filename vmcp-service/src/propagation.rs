@@ -29,14 +29,17 @@ pub(crate) async fn run(
             _ = shutdown.cancelled() => return,
             change = changes.recv() => match change {
                 Ok(change) => {
-                    sessions.notify(change);
+                    sessions.notify(change, &aggregator.catalog());
                     sync_subscriptions(&aggregator, &sessions).await;
                 }
-                Err(RecvError::Lagged(_)) => sessions.notify(CatalogChange {
-                    tools: true,
-                    prompts: true,
-                    resources: true,
-                }),
+                Err(RecvError::Lagged(_)) => sessions.notify(
+                    CatalogChange {
+                        tools: true,
+                        prompts: true,
+                        resources: true,
+                    },
+                    &aggregator.catalog(),
+                ),
                 Err(RecvError::Closed) => return,
             },
             event = events.recv() => match event {
@@ -44,7 +47,7 @@ pub(crate) async fn run(
                     BackendEventKind::ResourceUpdated(uri) => {
                         let catalog = aggregator.catalog();
                         if catalog.resource_owner(&uri).is_some_and(|owner| *owner == event.backend) {
-                            sessions.resource_updated(&uri);
+                            sessions.resource_updated(&uri, &event.backend);
                         }
                     }
                     BackendEventKind::Connected => sync_subscriptions(&aggregator, &sessions).await,

@@ -12,6 +12,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use tokio_util::sync::CancellationToken;
 use vmcp_layers::headers::HeaderValidationLayer;
 use vmcp_layers::stack::{Stack, StackBuilder, StackError};
+use vmcp_layers::switch::StackSwitch;
 
 use crate::aggregator::{Aggregator, CatalogProvider};
 use crate::backend::BackendRegistry;
@@ -49,6 +50,8 @@ pub struct Vmcp {
     aggregator: Arc<Aggregator>,
     sessions: Arc<Sessions>,
     shutdown: CancellationToken,
+    /// The stack [`Vmcp::reloadable_stack`] serves, rebuilt by [`Vmcp::reload`].
+    layers: std::sync::Mutex<Option<crate::reload::LayerSlot>>,
 }
 
 impl Vmcp {
@@ -111,6 +114,7 @@ impl Vmcp {
             aggregator,
             sessions,
             shutdown,
+            layers: std::sync::Mutex::new(None),
         })
     }
 
@@ -182,7 +186,39 @@ impl Vmcp {
     /// Apply a new configuration without a restart: backends that are new or changed
     /// are (re)connected, removed ones are closed, unchanged ones keep their
     /// connections, and live client sessions stay open and are told what changed.
-    pub async fn reload(&self, config: VmcpConfig) {
+    ///
+    /// With a [`Vmcp::reloadable_stack`], its layers (`incomingAuth` with the Cedar
+    /// policies, `audit`, `telemetry`) are rebuilt from `config` first; if that
+    /// fails, nothing is applied ([`ReloadError`](crate::ReloadError)) and the old
+    /// stack keeps serving. New requests then run under the new stack; requests in
+    /// flight finish under the old one. The audit log records the reload.
+    pub async fn reload(&self, config: VmcpConfig) -> Result<(), crate::ReloadError> {
+        let stack = {
+            let slot = self.layers.lock().unwrap_or_else(|e| e.into_inner());
+            match slot.as_ref() {
+                None => None,
+                Some(slot) => {
+                    let current = slot.switch.current();
+                    let old = self.aggregator.config();
+                    match crate::reload::build(
+                        &config,
+                        &self.aggregator,
+                        slot.headers.clone(),
+                        &slot.wrap,
+                        Some((&*old, &*current)),
+                    ) {
+                        Ok(stack) => Some((slot.switch.clone(), stack)),
+                        Err(error) => {
+                            if let Some(audit) = current.audit() {
+                                audit.record_event("config_reload", "failure", "reload");
+                            }
+                            tracing::error!("configuration reload refused: {error}");
+                            return Err(error.into());
+                        }
+                    }
+                }
+            }
+        };
         let registry = self.registry();
         let wanted: std::collections::BTreeMap<&str, &crate::config::BackendConfig> = config
             .backends
@@ -227,7 +263,25 @@ impl Vmcp {
                 report.unresolved
             );
         }
+        if let Some((switch, stack)) = stack {
+            if let Some(audit) = stack.audit() {
+                audit.record_event("config_reload", "success", "reload");
+            }
+            tracing::info!(layers = ?stack.layers(), "request pipeline reloaded");
+            let authorizer = stack.authorizer().cloned();
+            switch.replace(stack);
+            // Open sessions and listen streams follow the new policies too.
+            self.sessions.readmit(
+                |identity| {
+                    authorizer
+                        .as_ref()
+                        .map(|a| vmcp_layers::authz::admission(a.clone(), identity.clone()).0)
+                },
+                &self.aggregator.catalog(),
+            );
+        }
         tracing::info!("configuration reloaded");
+        Ok(())
     }
 
     /// The live client sessions and listen streams.
@@ -267,6 +321,37 @@ impl Vmcp {
         .headers(headers)
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
         Ok(builder.build(self.service_with(http)))
+    }
+
+    /// Record in the audit log (when the served stack audits) that a reload was
+    /// refused before [`Vmcp::reload`] could be called (a file that does not load).
+    pub fn record_refused_reload(&self) {
+        let slot = self.layers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = slot.as_ref()
+            && let Some(audit) = slot.switch.current().audit()
+        {
+            audit.record_event("config_reload", "failure", "reload");
+        }
+    }
+
+    /// [`Vmcp::stack`] behind a [`StackSwitch`]: [`Vmcp::reload`] rebuilds its layers
+    /// from the new configuration and swaps them in (sessions stay open). Mount
+    /// [`StackSwitch::router`]. A later call replaces which stack reloads follow.
+    pub fn reloadable_stack(
+        &self,
+        http: StreamableHttpServerConfig,
+        headers: HeaderValidationLayer,
+    ) -> Result<StackSwitch, StackError> {
+        let service = self.service_with(http);
+        let slot = crate::reload::slot(
+            &self.aggregator.config(),
+            &self.aggregator,
+            Arc::new(move |builder: StackBuilder| builder.build(service.clone())),
+            headers,
+        )?;
+        let switch = slot.switch.clone();
+        *self.layers.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
+        Ok(switch)
     }
 }
 
@@ -340,10 +425,12 @@ where
         let delete = req.method() == http::Method::DELETE;
         let deleting = owner && delete;
         let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
+        let listen = crate::listen_filter::admission(&req);
         Box::pin(async move {
-            let mut response = match bare {
-                None => inner.handle(req).await,
-                Some(bare) => match crate::bare::check(&bare, req).await {
+            let mut response = match (bare, listen) {
+                (None, Some(listen)) => inner.handle(listen.apply(req).await).await,
+                (None, None) => inner.handle(req).await,
+                (Some(bare), _) => match crate::bare::check(&bare, req).await {
                     Ok(req) => inner.handle(req).await,
                     Err(refused) => return Ok(refused),
                 },

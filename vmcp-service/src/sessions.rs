@@ -17,10 +17,9 @@ use rmcp::service::SubscriptionSink;
 use rmcp::{Peer, RoleServer};
 
 use crate::aggregator::CatalogChange;
-
-const TOOLS: u8 = 1;
-const PROMPTS: u8 = 2;
-const RESOURCES: u8 = 4;
+use crate::catalog::Catalog;
+use crate::visibility::{PROMPTS, RESOURCES, TOOLS, Visibility};
+use vmcp_layers::context::{Admission, Identity};
 
 enum Channel {
     Legacy(Peer<RoleServer>),
@@ -32,6 +31,8 @@ struct Listener {
     channel: Channel,
     /// URIs this listener wants `notifications/resources/updated` for.
     uris: Mutex<BTreeSet<String>>,
+    /// Its caller and what that caller may see.
+    visibility: Visibility,
     pending: AtomicU8,
     running: AtomicBool,
 }
@@ -148,12 +149,13 @@ impl Sessions {
         self.legacy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn insert(&self, channel: Channel, uris: BTreeSet<String>) -> u64 {
+    fn insert(&self, channel: Channel, uris: BTreeSet<String>, visibility: Visibility) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let listener = Arc::new(Listener {
             id,
             channel,
             uris: Mutex::new(uris),
+            visibility,
             pending: AtomicU8::new(0),
             running: AtomicBool::new(false),
         });
@@ -184,9 +186,15 @@ impl Sessions {
         self.delivered.load(Ordering::Relaxed)
     }
 
-    /// Register a Legacy session's peer under its `Mcp-Session-Id`.
-    pub(crate) fn add_legacy(&self, session: Option<String>, peer: Peer<RoleServer>) {
-        let id = self.insert(Channel::Legacy(peer), BTreeSet::new());
+    /// Register a Legacy session's peer under its `Mcp-Session-Id`, with what its
+    /// creator may see.
+    pub(crate) fn add_legacy(
+        &self,
+        session: Option<String>,
+        peer: Peer<RoleServer>,
+        visibility: Visibility,
+    ) {
+        let id = self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility);
         // Bind first: the lock must be released before `remove` takes it again.
         let replaced = session.and_then(|session| self.legacy_ids().insert(session, id));
         if let Some(old) = replaced {
@@ -209,7 +217,11 @@ impl Sessions {
     }
 
     /// Register a Modern listen stream; it is removed when the guard drops.
-    pub(crate) fn add_modern(self: &Arc<Self>, sink: SubscriptionSink) -> ListenGuard {
+    pub(crate) fn add_modern(
+        self: &Arc<Self>,
+        sink: SubscriptionSink,
+        visibility: Visibility,
+    ) -> ListenGuard {
         let uris: BTreeSet<String> = sink
             .accepted()
             .resource_subscriptions
@@ -218,7 +230,7 @@ impl Sessions {
             .cloned()
             .collect();
         let changed = !uris.is_empty();
-        let id = self.insert(Channel::Modern(sink), uris);
+        let id = self.insert(Channel::Modern(sink), uris, visibility);
         if changed {
             self.subscriptions_changed.notify_one();
         }
@@ -265,8 +277,9 @@ impl Sessions {
         self.subscriptions_changed.notified().await;
     }
 
-    /// Tell every listener what changed (their own view is read at their next list).
-    pub(crate) fn notify(self: &Arc<Self>, change: CatalogChange) {
+    /// Tell every listener what changed in `catalog` (the new one) that its caller
+    /// can see (their own view is read at their next list).
+    pub(crate) fn notify(self: &Arc<Self>, change: CatalogChange, catalog: &Catalog) {
         let bits = (if change.tools { TOOLS } else { 0 })
             | (if change.prompts { PROMPTS } else { 0 })
             | (if change.resources { RESOURCES } else { 0 });
@@ -276,19 +289,42 @@ impl Sessions {
                 self.remove(listener.id);
                 continue;
             }
-            let wanted = listener.wants(bits);
-            if wanted == 0 {
-                continue;
-            }
-            listener.pending.fetch_or(wanted, Ordering::AcqRel);
-            if !listener.running.swap(true, Ordering::AcqRel) {
-                tokio::spawn(deliver(Arc::downgrade(self), listener));
-            }
+            let wanted = listener.visibility.changed(catalog, listener.wants(bits));
+            self.schedule(listener, wanted);
         }
     }
 
-    /// Forward a backend's `notifications/resources/updated` to the subscribers of `uri`.
-    pub(crate) fn resource_updated(self: &Arc<Self>, uri: &str) {
+    /// Queue `bits` for `listener`'s delivery worker, starting it unless it runs.
+    fn schedule(self: &Arc<Self>, listener: Arc<Listener>, bits: u8) {
+        if bits == 0 {
+            return;
+        }
+        listener.pending.fetch_or(bits, Ordering::AcqRel);
+        if !listener.running.swap(true, Ordering::AcqRel) {
+            tokio::spawn(deliver(Arc::downgrade(self), listener));
+        }
+    }
+
+    /// The authorization policies were reloaded: each listener decides with
+    /// `admit(its caller)` from now on, and is told about the lists that now look
+    /// different to it.
+    pub(crate) fn readmit(
+        self: &Arc<Self>,
+        admit: impl Fn(&Arc<Identity>) -> Option<Arc<dyn Admission>>,
+        catalog: &Catalog,
+    ) {
+        let listeners: Vec<_> = self.listeners().values().cloned().collect();
+        for listener in listeners {
+            let admission = listener.visibility.identity().and_then(&admit);
+            let bits = listener.visibility.readmit(admission, catalog);
+            let wanted = listener.wants(bits);
+            self.schedule(listener, wanted);
+        }
+    }
+
+    /// Forward `backend`'s `notifications/resources/updated` to the subscribers of
+    /// `uri` whose caller may read it.
+    pub(crate) fn resource_updated(self: &Arc<Self>, uri: &str, backend: &str) {
         let targets: Vec<_> = self
             .listeners()
             .values()
@@ -297,6 +333,7 @@ impl Sessions {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .contains(uri)
+                    && l.visibility.may_read(uri, backend)
             })
             .cloned()
             .collect();

@@ -181,6 +181,16 @@ impl Admission for IdentityAdmission {
     }
 }
 
+/// The admission handle of `identity` under `authorizer`: what the layer attaches
+/// to each request, for callers that outlive a request (a session told about
+/// changes after the policies were reloaded).
+pub fn admission(authorizer: Arc<CedarAuthorizer>, identity: Arc<Identity>) -> AdmissionHandle {
+    AdmissionHandle(Arc::new(IdentityAdmission {
+        authorizer,
+        identity,
+    }))
+}
+
 /// Produces [`Authorization`] services; holds the authorizer.
 #[derive(Debug, Clone)]
 pub struct AuthorizationLayer {
@@ -220,7 +230,7 @@ pub fn decide(
     view: Option<&Discovered>,
     annotations: Option<&ToolAnnotations>,
 ) -> Option<AdmissionDecision> {
-    let kind = CallKind::of_method(&parsed.method)?;
+    let kind = CallKind::of_request(parsed)?;
     let none = ToolAnnotations::default();
     let allowed = match (kind, parsed.target()) {
         (_, None) => Ok(false),
@@ -302,10 +312,7 @@ where
                 req.extensions_mut().insert(decision);
             }
             req.extensions_mut()
-                .insert(AdmissionHandle(Arc::new(IdentityAdmission {
-                    authorizer: self.authorizer.clone(),
-                    identity,
-                })));
+                .insert(admission(self.authorizer.clone(), identity));
         }
         ResponseFuture::inner(self.inner.call(req))
     }

@@ -35,6 +35,8 @@ impl CatalogView for Catalog {
     }
 
     fn resource_backend(&self, uri: &str) -> Option<Arc<str>> {
-        self.resource_owner(uri).cloned()
+        // A template string (a `ref/resource` completion, a listed template) is
+        // owned like the URIs it matches, so list and completion decide alike.
+        self.completion_owner_for_resource(uri).cloned()
     }
 }

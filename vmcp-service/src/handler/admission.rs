@@ -6,15 +6,31 @@ use std::borrow::Cow;
 use rmcp::RoleServer;
 use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use rmcp::service::RequestContext;
-use vmcp_layers::context::{AdmissionHandle, ListKind};
+use std::sync::Arc;
+use vmcp_layers::context::{AdmissionHandle, Identity, ListKind};
 
-use crate::catalog::{Catalog, annotations};
+use crate::catalog::Catalog;
+use crate::visibility::{self, Visibility};
 
 /// An extension the layers put on the HTTP request, as rmcp hands it to the handler.
 pub(super) fn extension<T: Send + Sync + 'static>(ctx: &RequestContext<RoleServer>) -> Option<&T> {
-    ctx.extensions
+    from_parts(&ctx.extensions)
+}
+
+fn from_parts<T: Send + Sync + 'static>(extensions: &rmcp::model::Extensions) -> Option<&T> {
+    extensions
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<T>())
+}
+
+/// The caller of a request (`initialize`d session, listen stream) and what it may
+/// see, for filtering its notifications (everything without authorization).
+pub(super) fn visibility(extensions: &rmcp::model::Extensions, catalog: &Catalog) -> Visibility {
+    Visibility::new(
+        from_parts::<Arc<Identity>>(extensions).cloned(),
+        from_parts::<AdmissionHandle>(extensions).map(|h| h.0.clone()),
+        catalog,
+    )
 }
 
 /// Whether the caller's lists and reads are decided per identity (an admission
@@ -49,8 +65,7 @@ pub(super) fn admitted_tools<'a>(
     catalog: &'a Catalog,
 ) -> Cow<'a, [Tool]> {
     admitted(ctx, ListKind::Tools, catalog.tools(), |h, tool| {
-        let backend = catalog.tool(&tool.name).map(|e| e.route.backend.clone());
-        h.0.tool(&tool.name, backend.as_deref(), &annotations(tool))
+        visibility::tool(&*h.0, catalog, tool)
     })
 }
 
@@ -60,10 +75,7 @@ pub(super) fn admitted_prompts<'a>(
     catalog: &'a Catalog,
 ) -> Cow<'a, [Prompt]> {
     admitted(ctx, ListKind::Prompts, catalog.prompts(), |h, prompt| {
-        let backend = catalog
-            .prompt(&prompt.name)
-            .map(|e| e.route.backend.clone());
-        h.0.prompt(&prompt.name, backend.as_deref())
+        visibility::prompt(&*h.0, catalog, prompt)
     })
 }
 
@@ -76,12 +88,7 @@ pub(super) fn admitted_resources<'a>(
         ctx,
         ListKind::Resources,
         catalog.resources(),
-        |h, resource| {
-            h.0.resource(
-                &resource.uri,
-                catalog.resource_owner(&resource.uri).map(|b| &**b),
-            )
-        },
+        |h, resource| visibility::resource(&*h.0, catalog, resource),
     )
 }
 
@@ -94,9 +101,6 @@ pub(super) fn admitted_templates<'a>(
         ctx,
         ListKind::ResourceTemplates,
         catalog.templates(),
-        |h, template| {
-            let backend = catalog.completion_owner_for_resource(&template.uri_template);
-            h.0.resource(&template.uri_template, backend.map(|b| &**b))
-        },
+        |h, template| visibility::template(&*h.0, catalog, template),
     )
 }
