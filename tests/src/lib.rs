@@ -9,6 +9,7 @@
 pub mod idp;
 pub mod stacked;
 pub mod tls;
+pub mod workflow;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

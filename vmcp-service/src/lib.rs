@@ -38,6 +38,7 @@ mod aggregator;
 pub mod backend;
 mod bare;
 pub mod catalog;
+mod composite;
 pub mod config;
 mod handler;
 mod names;
@@ -48,6 +49,7 @@ mod service;
 mod session_binding;
 mod sessions;
 pub mod status;
+mod templates;
 pub mod ui;
 
 // README's Rust snippets compile as doctests (`cargo test --doc`), so they stay true.
