@@ -11,7 +11,13 @@ use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend, py_cli
 
 /// `tools/call` of `name` on both revisions (Modern stateless, then a Legacy session).
 async fn call_both(url: &str, name: &str, arguments: Value) -> [Value; 2] {
-    let modern = modern_as(url, None, "tools/call", json!({"name": name, "arguments": arguments})).await;
+    let modern = modern_as(
+        url,
+        None,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
+    )
+    .await;
     let mut session = LegacySession::open(url, None).await;
     let legacy = session
         .request("tools/call", json!({"name": name, "arguments": arguments}))
@@ -25,7 +31,10 @@ fn result(reply: &Reply) -> Value {
 }
 
 fn text(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn flow_config(flow: &FlowBackend, composites: &str) -> vmcp_service::VmcpConfig {
@@ -69,7 +78,10 @@ compositeTools:
     )))
     .await;
     for result in call_both(&gw.url(), "relay", json!({"text": "hi"})).await {
-        assert_eq!(result["structuredContent"]["text"], "flow: Echo: py: hi", "{result}");
+        assert_eq!(
+            result["structuredContent"]["text"], "flow: Echo: py: hi",
+            "{result}"
+        );
     }
     // The Python SDK client sees an ordinary tool, listed and callable.
     let report = py_client(
@@ -85,7 +97,10 @@ compositeTools:
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert!(listed.contains(&"relay"), "{listed:?}");
-    assert_eq!(report["results"][1]["structured"]["text"], "flow: Echo: py: yo", "{report}");
+    assert_eq!(
+        report["results"][1]["structured"]["text"], "flow: Echo: py: yo",
+        "{report}"
+    );
     assert_eq!(flow.calls_of("echo").len(), 3);
 }
 
@@ -112,10 +127,25 @@ async fn parallel_fan_in_runs_the_branches_concurrently() {
         flow.expect_together(3);
         let arguments = json!({"run": run});
         let result = if revision == "modern" {
-            result(&modern_as(&gw.url(), None, "tools/call", json!({"name": "fan_in", "arguments": arguments})).await)
+            result(
+                &modern_as(
+                    &gw.url(),
+                    None,
+                    "tools/call",
+                    json!({"name": "fan_in", "arguments": arguments}),
+                )
+                .await,
+            )
         } else {
             let mut session = LegacySession::open(&gw.url(), None).await;
-            result(&session.request("tools/call", json!({"name": "fan_in", "arguments": arguments})).await)
+            result(
+                &session
+                    .request(
+                        "tools/call",
+                        json!({"name": "fan_in", "arguments": arguments}),
+                    )
+                    .await,
+            )
         };
         assert_eq!(
             result["structuredContent"]["text"],
@@ -133,8 +163,14 @@ async fn parallel_fan_in_runs_the_branches_concurrently() {
         // rendezvous alone and ended before the next started.
         let last_start = stamps.iter().map(|s| s.start).max().unwrap();
         let first_end = stamps.iter().map(|s| s.end).min().unwrap();
-        assert!(last_start <= first_end, "{revision}: not concurrent: {stamps:?}");
-        assert!(first_end - last_start < Duration::from_secs(9), "{revision}: {stamps:?}");
+        assert!(
+            last_start <= first_end,
+            "{revision}: not concurrent: {stamps:?}"
+        );
+        assert!(
+            first_end - last_start < Duration::from_secs(9),
+            "{revision}: {stamps:?}"
+        );
     }
 }
 
@@ -190,35 +226,79 @@ async fn for_each_condition_continue_retry_and_abort() {
     .await;
     let url = gw.url();
     for result in call_both(&url, "each", json!({"n": 3})).await {
-        assert_eq!(result["structuredContent"], json!({"count": 3, "texts": ["flow: 0=i0", "flow: 1=i1", "flow: 2=i2"]}), "{result}");
+        assert_eq!(
+            result["structuredContent"],
+            json!({"count": 3, "texts": ["flow: 0=i0", "flow: 1=i1", "flow: 2=i2"]}),
+            "{result}"
+        );
     }
-    for (go, expected) in [(false, "flow: got stand-in"), (true, "flow: got real")] {
+    for (go, expected) in [
+        (false, "flow: got stand-in"),
+        (true, "flow: got flow: real"),
+    ] {
         for result in call_both(&url, "skip", json!({"go": go})).await {
             assert_eq!(result["structuredContent"]["text"], expected, "{result}");
         }
     }
-    assert_eq!(flow.calls_of("echo").iter().filter(|c| c.arguments["text"] == "real").count(), 2);
+    assert_eq!(
+        flow.calls_of("echo")
+            .iter()
+            .filter(|c| c.arguments["text"] == "real")
+            .count(),
+        2
+    );
 
     let [modern, legacy] = [
-        result(&modern_as(&url, None, "tools/call", json!({"name": "resilient", "arguments": {"key": "m"}})).await),
+        result(
+            &modern_as(
+                &url,
+                None,
+                "tools/call",
+                json!({"name": "resilient", "arguments": {"key": "m"}}),
+            )
+            .await,
+        ),
         {
             let mut s = LegacySession::open(&url, None).await;
-            result(&s.request("tools/call", json!({"name": "resilient", "arguments": {"key": "l"}})).await)
+            result(
+                &s.request(
+                    "tools/call",
+                    json!({"name": "resilient", "arguments": {"key": "l"}}),
+                )
+                .await,
+            )
         },
     ];
     for result in [modern, legacy] {
-        assert_eq!(result["structuredContent"]["text"], "flow: 3 fallback failed", "{result}");
+        assert_eq!(
+            result["structuredContent"]["text"], "flow: 3 fallback failed",
+            "{result}"
+        );
     }
     for key in ["m", "l"] {
-        let calls = flow.calls_of("flaky").into_iter().filter(|c| c.arguments["key"] == key).count();
-        assert_eq!(calls, 3, "failed twice, then succeeded: exactly three calls ({key})");
+        let calls = flow
+            .calls_of("flaky")
+            .into_iter()
+            .filter(|c| c.arguments["key"] == key)
+            .count();
+        assert_eq!(
+            calls, 3,
+            "failed twice, then succeeded: exactly three calls ({key})"
+        );
     }
 
     for result in call_both(&url, "fragile", json!({})).await {
         assert_eq!(result["isError"], true, "{result}");
-        assert!(text(&result).contains(r#"step "broken" failed"#), "{result}");
+        assert!(
+            text(&result).contains(r#"step "broken" failed"#),
+            "{result}"
+        );
     }
-    assert!(flow.calls_of("echo").iter().all(|c| c.arguments["text"] != "never"));
+    assert!(
+        flow.calls_of("echo")
+            .iter()
+            .all(|c| c.arguments["text"] != "never")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,11 +342,17 @@ async fn timeouts_coercion_and_structured_output() {
     let url = gw.url();
     for result in call_both(&url, "step_timeout", json!({})).await {
         assert_eq!(result["isError"], true);
-        assert!(text(&result).contains("did not finish within 200ms"), "{result}");
+        assert!(
+            text(&result).contains("did not finish within 200ms"),
+            "{result}"
+        );
     }
     for result in call_both(&url, "workflow_timeout", json!({})).await {
         assert_eq!(result["isError"], true);
-        assert!(text(&result).contains("workflow did not finish within 300ms"), "{result}");
+        assert!(
+            text(&result).contains("workflow did not finish within 300ms"),
+            "{result}"
+        );
     }
     for result in call_both(&url, "coerce", json!({"n": 3, "r": "0.5"})).await {
         assert_eq!(
@@ -276,7 +362,10 @@ async fn timeouts_coercion_and_structured_output() {
         );
     }
     let typed = flow.calls_of("typed");
-    assert_eq!(typed[0].arguments, json!({"count": 3, "flag": true, "nested": {"ratio": 0.5, "ids": [1, 3]}}));
+    assert_eq!(
+        typed[0].arguments,
+        json!({"count": 3, "flag": true, "nested": {"ratio": 0.5, "ids": [1, 3]}})
+    );
     // A value that cannot be coerced fails the step, naming the argument; the
     // backend never sees it.
     for result in call_both(&url, "coerce", json!({"n": 3, "r": "half"})).await {
@@ -293,7 +382,10 @@ async fn timeouts_coercion_and_structured_output() {
         .find(|t| t["name"] == "coerce")
         .cloned()
         .unwrap();
-    assert_eq!(tool["outputSchema"]["properties"]["count"], json!({"type": "integer", "description": "the count"}));
+    assert_eq!(
+        tool["outputSchema"]["properties"]["count"],
+        json!({"type": "integer", "description": "the count"})
+    );
     assert_eq!(tool["outputSchema"]["required"], json!(["count"]));
 }
 
@@ -348,21 +440,46 @@ compositeTools:
     let list = modern_as(&url, Some(&token), "tools/list", json!({})).await;
     assert_eq!(tool_names(&list), ["allowed", "flow_echo", "sneaky"]);
     // The same answer as calling the forbidden tool directly, on both revisions.
-    let direct = modern_as(&url, Some(&token), "tools/call", json!({"name": "flow_slow", "arguments": {"ms": 1}})).await;
+    let direct = modern_as(
+        &url,
+        Some(&token),
+        "tools/call",
+        json!({"name": "flow_slow", "arguments": {"ms": 1}}),
+    )
+    .await;
     assert_eq!((direct.status, &direct.body), (403, &denied));
-    let through = modern_as(&url, Some(&token), "tools/call", json!({"name": "sneaky", "arguments": {}})).await;
+    let through = modern_as(
+        &url,
+        Some(&token),
+        "tools/call",
+        json!({"name": "sneaky", "arguments": {}}),
+    )
+    .await;
     assert_eq!((through.status, &through.body), (403, &denied));
     let mut session = LegacySession::open(&url, Some(&token)).await;
-    let mut legacy = session.request("tools/call", json!({"name": "sneaky", "arguments": {}})).await;
+    let mut legacy = session
+        .request("tools/call", json!({"name": "sneaky", "arguments": {}}))
+        .await;
     legacy.body["id"] = json!(1);
     assert_eq!((legacy.status, &legacy.body), (403, &denied));
-    assert!(flow.calls_of("slow").is_empty(), "the backend never saw the forbidden step");
     assert!(
-        flow.calls_of("echo").iter().all(|c| c.arguments["text"] != "fine"),
+        flow.calls_of("slow").is_empty(),
+        "the backend never saw the forbidden step"
+    );
+    assert!(
+        flow.calls_of("echo")
+            .iter()
+            .all(|c| c.arguments["text"] != "fine"),
         "no step of a denied composite ran"
     );
 
-    let ok = modern_as(&url, Some(&token), "tools/call", json!({"name": "allowed", "arguments": {}})).await;
+    let ok = modern_as(
+        &url,
+        Some(&token),
+        "tools/call",
+        json!({"name": "allowed", "arguments": {}}),
+    )
+    .await;
     assert_eq!(result(&ok)["structuredContent"]["text"], "flow: two");
     let lines: Vec<Value> = std::fs::read_to_string(&log)
         .unwrap()

@@ -6,6 +6,7 @@ mod aggregation;
 mod audit;
 mod auth;
 mod authz;
+mod composite;
 mod conflicts;
 mod failures;
 mod filtering;
