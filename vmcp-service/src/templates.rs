@@ -178,9 +178,8 @@ fn words(inner: &str) -> Option<Vec<&str>> {
     let mut words = Vec::new();
     let mut rest = inner.trim();
     while !rest.is_empty() {
-        let len = if rest.starts_with('"') {
-            let close = rest[1..].find('"')?;
-            close + 2
+        let len = if let Some(quoted) = rest.strip_prefix('"') {
+            quoted.find('"')? + 2
         } else {
             rest.find(char::is_whitespace).unwrap_or(rest.len())
         };
