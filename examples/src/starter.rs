@@ -1,5 +1,6 @@
 //! The embedded default configuration and the commented starter written by `init`.
 
+use vmcp_service::config::composite::CompositeToolConfig;
 use vmcp_service::config::{BackendConfig, VmcpConfig};
 
 use crate::demo::{DemoSpec, RunningDemo, spawn};
@@ -44,6 +45,29 @@ operational:
     default: 30s               # bound on one backend call
     discovery: 10s             # bound on one backend's listing during aggregation
     # perWorkload: {github: 45s}
+
+# Composite tools: workflows advertised as ordinary tools (docs/composite-tools.md).
+# Each step is authorized as its own tool for the caller, and audited.
+# compositeTools:
+#   - name: triage_issue
+#     description: Fetch a Jira issue, then open a pull request for it
+#     parameters:
+#       type: object
+#       properties: {issue_key: {type: string}, repo: {type: string}}
+#       required: [issue_key, repo]
+#     timeout: 10m             # the whole workflow (default 30m)
+#     steps:
+#       - id: fetch
+#         tool: jira.get_issue # <backend>.<its own tool name>, or an advertised name
+#         arguments: {key: "{{ params.issue_key }}"}
+#         onError: {action: retry, retryCount: 3, retryDelay: 2s}
+#       - id: open_pr
+#         tool: open_pull_request
+#         dependsOn: [fetch]
+#         arguments: {repo: "{{ params.repo }}", title: "{{ steps.fetch.output.summary }}"}
+#     output:
+#       properties:
+#         pr_url: {type: string, value: "{{ steps.open_pr.output.url }}", default: ""}
 "#;
 
 /// The demo backends of the embedded default, while they run.
@@ -86,12 +110,29 @@ pub async fn embedded_default() -> std::io::Result<EmbeddedDefault> {
         name: Some("vmcp-demo".into()),
         group_ref: Some("demo".into()),
         backends: vec![backend("alpha", &alpha), backend("beta", &beta)],
+        composite_tools: vec![shout()],
         ..VmcpConfig::default()
     };
     Ok(EmbeddedDefault {
         config,
         backends: vec![alpha, beta],
     })
+}
+
+/// The embedded default's composite tool: a workflow over both demo backends.
+fn shout() -> CompositeToolConfig {
+    serde_json::from_value(serde_json::json!({
+        "name": "shout",
+        "description": "echo on alpha, then upper-case the answer on beta (a composite tool)",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        "annotations": {"title": "Shout"},
+        "steps": [
+            {"id": "echo", "tool": "alpha_echo", "arguments": {"text": "{{ params.text }}"}},
+            {"id": "upper", "tool": "beta.upper", "dependsOn": ["echo"],
+             "arguments": {"text": "{{ steps.echo.content.text }}"}}
+        ]
+    }))
+    .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -101,5 +142,23 @@ mod tests {
         let loaded = vmcp_service::config::load_str(super::STARTER_YAML).unwrap();
         assert_eq!(loaded.config.backends.len(), 2);
         assert!(loaded.ignored_keys.is_empty(), "{:?}", loaded.ignored_keys);
+    }
+
+    #[test]
+    fn the_embedded_composite_is_valid() {
+        let shout = super::shout();
+        assert_eq!(shout.steps.len(), 2);
+        let config = vmcp_service::config::VmcpConfig {
+            backends: ["alpha", "beta"]
+                .map(|name| vmcp_service::config::BackendConfig {
+                    name: name.into(),
+                    url: "http://127.0.0.1:1/mcp".into(),
+                    ..Default::default()
+                })
+                .into(),
+            composite_tools: vec![shout],
+            ..Default::default()
+        };
+        vmcp_service::config::validate(&config).unwrap();
     }
 }

@@ -154,7 +154,8 @@ async fn serve_on_the_embedded_default_in_all_three_client_modes() {
                 {"op": "list_tools"},
                 {"op": "call_tool", "name": "alpha_echo", "arguments": {"text": "hi"}},
                 {"op": "call_tool", "name": "beta_echo", "arguments": {"text": "hi"}},
-                {"op": "call_tool", "name": "beta_upper", "arguments": {"text": "hi"}}
+                {"op": "call_tool", "name": "beta_upper", "arguments": {"text": "hi"}},
+                {"op": "call_tool", "name": "shout", "arguments": {"text": "hi"}}
             ]),
         )
         .await;
@@ -162,12 +163,19 @@ async fn serve_on_the_embedded_default_in_all_three_client_modes() {
         let r = &report["results"];
         assert_eq!(
             names(&r[0], "tools", "name"),
-            ["alpha_add", "alpha_echo", "beta_echo", "beta_upper"],
-            "{mode}: the colliding echo is prefixed per backend"
+            [
+                "alpha_add",
+                "alpha_echo",
+                "beta_echo",
+                "beta_upper",
+                "shout"
+            ],
+            "{mode}: the colliding echo is prefixed per backend; the composite keeps its name"
         );
         assert_eq!(r[1]["text"], "alpha: hi");
         assert_eq!(r[2]["text"], "beta: hi");
         assert_eq!(r[3]["text"], "HI");
+        assert_eq!(r[4]["text"], "ALPHA: HI", "{mode}: the embedded composite");
     }
 
     // SIGTERM stops it gracefully, even with a Legacy client's GET stream open.

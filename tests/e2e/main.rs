@@ -8,6 +8,7 @@ mod auth;
 mod authz;
 mod authz_notify;
 mod authz_verbs;
+mod composite;
 mod conflicts;
 mod failures;
 mod filtering;

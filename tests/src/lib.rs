@@ -10,6 +10,7 @@ pub mod idp;
 pub mod oidc;
 pub mod stacked;
 pub mod tls;
+pub mod workflow;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -13,6 +13,7 @@
 //! | [`AdmissionDecision`], [`AdmissionHandle`] | [`authz`](crate::authz) | [`gate`](crate::gate), the service's list filtering |
 //! | [`BackendTarget`] | [`backend_enrichment`](crate::backend_enrichment) | telemetry, audit |
 //! | [`BackendCalls`] | [`telemetry`](crate::telemetry) | the service, around each backend call |
+//! | [`WorkflowAudit`] | [`audit`](crate::audit) | the service, for each composite tool step |
 //!
 //! What a layer learnt also travels back out in the *response* extensions
 //! (`Arc<Identity>`, `Arc<ParsedMcpRequest>`, [`BackendTarget`]), which is how the
@@ -497,6 +498,46 @@ pub struct BackendCalls(pub Arc<dyn BackendObserver>);
 impl std::fmt::Debug for BackendCalls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("BackendCalls(..)")
+    }
+}
+
+/// One step of a composite tool (a workflow the service runs), as audited.
+#[derive(Debug, Clone)]
+pub struct WorkflowStep<'a> {
+    /// The run's id (one per composite call).
+    pub workflow_id: &'a str,
+    /// The composite tool.
+    pub composite: &'a str,
+    /// The step's id.
+    pub step: &'a str,
+    /// The tool the step called (its advertised name), if any.
+    pub tool: Option<&'a str>,
+    /// The backend that served it.
+    pub backend: Option<&'a str>,
+    /// `success`, `failure`, `skipped`, `denied` or `timeout`.
+    pub outcome: &'a str,
+    /// How long the step took (all attempts).
+    pub duration: std::time::Duration,
+    /// Attempts made (retries included).
+    pub attempts: u32,
+    /// The caller.
+    pub identity: Option<&'a Identity>,
+}
+
+/// Writes audit lines for work the service does on a request's behalf.
+pub trait WorkflowAuditor: Send + Sync {
+    /// One composite step finished (or was skipped).
+    fn step(&self, step: &WorkflowStep<'_>);
+}
+
+/// The auditor the audit layer attaches, so the service can audit each step of a
+/// composite tool into the same sink.
+#[derive(Clone)]
+pub struct WorkflowAudit(pub Arc<dyn WorkflowAuditor>);
+
+impl std::fmt::Debug for WorkflowAudit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkflowAudit(..)")
     }
 }
 

@@ -19,6 +19,7 @@ use vmcp_layers::context::{CapabilityProvider, CatalogView, DiscoveryError, Iden
 
 use crate::backend::{BackendCapabilities, BackendEventKind, BackendRegistry};
 use crate::catalog::{BuildReport, Catalog};
+use crate::composite::Workflows;
 use crate::config::VmcpConfig;
 
 /// Hands out the aggregator's current catalog as every caller's capability view (the
@@ -71,6 +72,8 @@ impl CatalogChange {
 /// Owns the current catalog and keeps it current.
 pub struct Aggregator {
     config: RwLock<Arc<VmcpConfig>>,
+    /// The composite tools of `config`, added to every catalog.
+    workflows: RwLock<Arc<Workflows>>,
     registry: Arc<BackendRegistry>,
     current: RwLock<Arc<Catalog>>,
     /// Last good report per backend, kept while the backend stays in the registry.
@@ -95,6 +98,7 @@ impl Aggregator {
     /// An aggregator with an empty catalog; call [`Aggregator::refresh_all`] to fill it.
     pub(crate) fn new(config: Arc<VmcpConfig>, registry: Arc<BackendRegistry>) -> Self {
         Self {
+            workflows: RwLock::new(Arc::new(Workflows::from_config(&config))),
             config: RwLock::new(config),
             registry,
             current: RwLock::new(Arc::new(Catalog::default())),
@@ -126,8 +130,18 @@ impl Aggregator {
 
     /// Replace the configuration (reload) and rebuild from the kept reports.
     pub(crate) async fn set_config(&self, config: Arc<VmcpConfig>) -> BuildReport {
+        *self.workflows.write().unwrap_or_else(|e| e.into_inner()) =
+            Arc::new(Workflows::from_config(&config));
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
         self.rebuild().await
+    }
+
+    /// The composite tools of the current configuration.
+    pub(crate) fn workflows(&self) -> Arc<Workflows> {
+        self.workflows
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The backend registry.
@@ -236,7 +250,11 @@ impl Aggregator {
             })
             .map(|(name, caps)| (name.clone(), caps.clone()))
             .collect();
-        let (catalog, report) = Catalog::build(&config, input);
+        let (mut catalog, mut report) = Catalog::build(&config, input);
+        let composites = self.workflows().advertise(&catalog);
+        report
+            .unresolved
+            .extend(catalog.add_local_tools(composites));
         for collision in &report.unresolved {
             tracing::error!("unresolved tool collision (dropped): {collision}");
         }

@@ -9,6 +9,7 @@ mod admission;
 mod caller;
 mod forward;
 mod observe;
+mod workflow;
 
 use std::sync::Arc;
 
@@ -268,7 +269,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.aggregator.catalog().tool(name).map(|e| e.tool.clone())
+        let catalog = self.aggregator.catalog();
+        catalog
+            .tool(name)
+            .map(|e| e.tool.clone())
+            .or_else(|| catalog.local_tool(name).cloned())
     }
 
     async fn list_tools(
@@ -360,6 +365,13 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(workflow) = self.aggregator.workflows().get(&params.name)
+            && self.aggregator.catalog().local_tool(&params.name).is_some()
+        {
+            return self
+                .call_composite(workflow.clone(), params.arguments, &ctx)
+                .await;
+        }
         let name = params.name.clone();
         let Routed {
             backend,

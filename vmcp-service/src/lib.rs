@@ -38,6 +38,7 @@ mod aggregator;
 pub mod backend;
 mod bare;
 pub mod catalog;
+mod composite;
 pub mod config;
 mod handler;
 mod listen_filter;
@@ -50,6 +51,7 @@ mod service;
 mod session_binding;
 mod sessions;
 pub mod status;
+mod templates;
 pub mod ui;
 mod visibility;
 

@@ -153,6 +153,7 @@ impl Vmcp {
             bare,
             bindings,
             sessions: self.sessions.clone(),
+            aggregator: self.aggregator.clone(),
         }
     }
 
@@ -380,6 +381,8 @@ pub struct VmcpService {
     /// Who created each Legacy session.
     bindings: Arc<SessionBindings>,
     sessions: Arc<Sessions>,
+    /// For the composite step check (`composite::gate`).
+    aggregator: Arc<Aggregator>,
 }
 
 impl std::fmt::Debug for VmcpService {
@@ -390,6 +393,18 @@ impl std::fmt::Debug for VmcpService {
 
 /// The response body type of [`VmcpService`].
 pub type VmcpBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// A 403 carrying the gate's denial body.
+fn denied_response(body: Vec<u8>) -> http::Response<VmcpBody> {
+    use http_body_util::BodyExt;
+    let mut response = http::Response::new(http_body_util::Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = http::StatusCode::FORBIDDEN;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
 
 impl<B> tower::Service<http::Request<B>> for VmcpService
 where
@@ -421,6 +436,13 @@ where
                     redirect_to_nowhere(&mut req);
                 }
             }
+        }
+        if let Some(body) = crate::composite::gate::denial(
+            &self.aggregator.workflows(),
+            &self.aggregator.catalog(),
+            req.extensions(),
+        ) {
+            return Box::pin(futures::future::ready(Ok(denied_response(body))));
         }
         let delete = req.method() == http::Method::DELETE;
         let deleting = owner && delete;

@@ -88,12 +88,15 @@ pub struct Catalog {
     completions: BTreeSet<Arc<str>>,
     backends: Vec<Arc<str>>,
     hints: ListHints,
+    /// Tools the gateway serves itself (composite tools): advertised, never routed.
+    local_tools: HashMap<String, Tool>,
 }
 
 /// What building a catalog produced besides the catalog.
 #[derive(Debug, Clone, Default)]
 pub struct BuildReport {
-    /// Tool collisions left unresolved under `manual` (startup fails on these).
+    /// Tool collisions left unresolved under `manual` (startup fails on these), and
+    /// backend tools a composite tool displaced.
     pub unresolved: Vec<String>,
 }
 
@@ -246,7 +249,9 @@ impl Catalog {
             .iter()
             .filter(|e| e.advertised)
             .map(|e| e.tool.clone())
+            .chain(self.local_tools.values().cloned())
             .collect();
+        self.advertised_tools.sort_by(|a, b| a.name.cmp(&b.name));
         self.prompt_index = self
             .prompts
             .iter()
@@ -298,6 +303,32 @@ impl Catalog {
     /// composite tools).
     pub fn tool_any(&self, name: &str) -> Option<&ToolEntry> {
         self.tool_index.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Add tools the gateway serves itself (composite tools). A backend tool of the
+    /// same name gives way: it is neither advertised nor routed under that name, so a
+    /// composite never disappears because a backend started offering its name. Each
+    /// such collision is returned.
+    pub(crate) fn add_local_tools(&mut self, tools: Vec<Tool>) -> Vec<String> {
+        let mut collisions = Vec::new();
+        for tool in tools {
+            let name = tool.name.to_string();
+            if let Some(entry) = self.tool_any(&name) {
+                collisions.push(format!(
+                    "composite tool {name:?} collides with tool {:?} of backend {:?}; the backend tool is not served under this name",
+                    entry.route.name, entry.route.backend
+                ));
+                self.tools.retain(|e| e.tool.name != name);
+            }
+            self.local_tools.insert(name, tool);
+        }
+        self.index();
+        collisions
+    }
+
+    /// A tool the gateway serves itself (a composite tool), by name.
+    pub fn local_tool(&self, name: &str) -> Option<&Tool> {
+        self.local_tools.get(name)
     }
 
     /// A prompt by advertised name.

@@ -4,6 +4,8 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+pub mod composite;
+mod composite_check;
 mod hints;
 mod limits;
 mod outgoing;
@@ -18,6 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub(crate) use composite_check::step_tools as composite_step_tools;
 pub use hints::ignored_key_warning;
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use outgoing::{
@@ -69,6 +72,9 @@ pub struct VmcpConfig {
     /// for backends).
     #[serde(default)]
     pub passthrough_authorization: bool,
+    /// Multi-step workflows advertised as tools (docs/composite-tools.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub composite_tools: Vec<composite::CompositeToolConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

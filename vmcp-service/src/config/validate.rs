@@ -262,6 +262,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
             );
         }
     }
+    super::composite_check::check(config, &mut errors);
 
     if errors.is_empty() {
         Ok(())

@@ -22,7 +22,18 @@ impl ObservedCall {
         name: Option<&str>,
         meta: &mut Option<RequestMetaObject>,
     ) -> Self {
-        let Some(calls) = extension::<BackendCalls>(ctx) else {
+        Self::start_with(extension::<BackendCalls>(ctx), backend, method, name, meta)
+    }
+
+    /// [`ObservedCall::start`] with the request's observer already in hand.
+    pub(super) fn start_with(
+        calls: Option<&BackendCalls>,
+        backend: &str,
+        method: &str,
+        name: Option<&str>,
+        meta: &mut Option<RequestMetaObject>,
+    ) -> Self {
+        let Some(calls) = calls else {
             return Self(None);
         };
         let scope = calls.0.start(backend, method, name);

@@ -1,0 +1,180 @@
+//! Composite tools: multi-step workflows from `compositeTools`, advertised as
+//! ordinary tools and run by the gateway.
+//!
+//! - [`Workflows`] is the set compiled from one configuration. The aggregator adds
+//!   each composite to every catalog it builds, so every session lists the same
+//!   composites (they come from configuration, never from session state).
+//! - [`executor`] runs one call: a graph of `dependsOn` edges, independent steps in
+//!   parallel, conditions, retries, forEach, timeouts.
+//! - Each step calls its tool through a [`StepCaller`] (the handler): the same
+//!   routing, authorization (the caller's admission decision under the step tool's
+//!   own name), telemetry and audit as a direct call.
+//!
+//! Config model and static checks: `config::composite`; templates: `templates`.
+
+mod annotations;
+mod coerce;
+pub(crate) mod executor;
+pub(crate) mod gate;
+mod output;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolResult, Tool};
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{Catalog, ToolEntry};
+use crate::config::VmcpConfig;
+use crate::config::composite::{CompositeToolConfig, ToolRef};
+
+/// The composites of one configuration.
+#[derive(Debug, Default)]
+pub(crate) struct Workflows {
+    by_name: BTreeMap<String, Arc<Workflow>>,
+}
+
+/// One composite tool.
+#[derive(Debug)]
+pub(crate) struct Workflow {
+    pub(crate) config: CompositeToolConfig,
+    /// The configured backend names (to read `<backend>.<tool>` step references).
+    backends: Vec<String>,
+}
+
+impl Workflows {
+    /// The composites of `config` (already validated).
+    pub(crate) fn from_config(config: &VmcpConfig) -> Self {
+        let backends: Vec<String> = config.backends.iter().map(|b| b.name.clone()).collect();
+        let by_name = config
+            .composite_tools
+            .iter()
+            .map(|c| {
+                let workflow = Workflow {
+                    config: c.clone(),
+                    backends: backends.clone(),
+                };
+                (c.name.clone(), Arc::new(workflow))
+            })
+            .collect();
+        Self { by_name }
+    }
+
+    /// The composite called `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Workflow>> {
+        self.by_name.get(name)
+    }
+
+    /// Each composite as advertised over `catalog`: annotations derived from the
+    /// step tools found there.
+    pub(crate) fn advertise(&self, catalog: &Catalog) -> Vec<Tool> {
+        self.by_name.values().map(|w| w.tool(catalog)).collect()
+    }
+}
+
+impl Workflow {
+    /// The catalog entry a step's `tool` names, hidden tools included.
+    pub(crate) fn resolve<'c>(&self, catalog: &'c Catalog, tool: &str) -> Option<&'c ToolEntry> {
+        match ToolRef::parse(tool, self.backends.iter().map(String::as_str)) {
+            ToolRef::Qualified { backend, original } => catalog
+                .tool_entries()
+                .iter()
+                .find(|e| &*e.route.backend == backend && e.route.name == original),
+            ToolRef::Advertised(name) => catalog.tool_any(name),
+        }
+    }
+
+    /// Every tool step's (step id, entry), forEach inner steps included; `None` where
+    /// the tool is not in the catalog.
+    pub(crate) fn step_entries<'c>(
+        &self,
+        catalog: &'c Catalog,
+    ) -> Vec<(&str, Option<&'c ToolEntry>)> {
+        crate::config::composite_step_tools(&self.config.steps)
+            .into_iter()
+            .map(|(id, tool)| (id, self.resolve(catalog, tool)))
+            .collect()
+    }
+
+    fn tool(&self, catalog: &Catalog) -> Tool {
+        let entries = self.step_entries(catalog);
+        let floor = annotations::floor(
+            entries
+                .iter()
+                .map(|(_, e)| e.and_then(|e| e.tool.annotations.as_ref())),
+        );
+        let (annotations, refused) = annotations::merge(floor, self.config.annotations.as_ref());
+        for hint in refused {
+            tracing::error!(
+                composite = %self.config.name,
+                "annotations.{hint} claims the composite is safer than its steps' tools; the derived value is advertised"
+            );
+        }
+        let input_schema = self.config.parameters.clone().unwrap_or_else(|| {
+            json!({"type": "object"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default()
+        });
+        let mut tool = json!({
+            "name": self.config.name,
+            "description": self.config.description,
+            "inputSchema": input_schema,
+            "annotations": annotations,
+        });
+        if let Some(output) = &self.config.output {
+            tool["outputSchema"] = Value::Object(output::schema(output));
+        }
+        serde_json::from_value(tool).unwrap_or_else(|e| {
+            tracing::error!(composite = %self.config.name, "composite tool not representable: {e}");
+            Tool::default()
+        })
+    }
+}
+
+/// The caller's answer to an elicitation.
+#[derive(Debug, Clone)]
+pub(crate) struct Elicited {
+    /// `accept`, `decline` or `cancel`.
+    pub(crate) action: String,
+    /// The accepted content.
+    pub(crate) content: Option<Map<String, Value>>,
+}
+
+/// One step as the audit log records it.
+#[derive(Debug, Clone)]
+pub(crate) struct StepRecord<'a> {
+    pub(crate) workflow_id: &'a str,
+    pub(crate) composite: &'a str,
+    pub(crate) step: &'a str,
+    pub(crate) tool: Option<&'a str>,
+    pub(crate) backend: Option<&'a str>,
+    /// `success`, `failure`, `skipped`, `denied` or `timeout`.
+    pub(crate) outcome: &'static str,
+    pub(crate) duration: Duration,
+    pub(crate) attempts: u32,
+}
+
+/// How steps reach the outside world: the handler implements this with the same
+/// routing, authorization, telemetry and audit as a direct call.
+pub(crate) trait StepCaller: Send + Sync + 'static {
+    /// Whether the caller may call this tool directly (the same decision as the gate).
+    fn authorize(&self, entry: &ToolEntry) -> bool;
+    /// Call the tool on its backend; `Err` describes a failure that is not a tool
+    /// result (unreachable backend, JSON-RPC error).
+    fn call(
+        &self,
+        entry: ToolEntry,
+        arguments: Map<String, Value>,
+    ) -> BoxFuture<'static, Result<CallToolResult, String>>;
+    /// Ask the caller; `Err` when this client cannot answer elicitation.
+    fn elicit(
+        &self,
+        message: String,
+        schema: Map<String, Value>,
+    ) -> BoxFuture<'static, Result<Elicited, String>>;
+    /// Write one step's audit line.
+    fn audit(&self, record: &StepRecord<'_>);
+}
