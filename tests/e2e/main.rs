@@ -7,6 +7,7 @@ mod audit;
 mod auth;
 mod authz;
 mod conflicts;
+mod edge;
 mod failures;
 mod filtering;
 mod hostile;

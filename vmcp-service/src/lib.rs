@@ -39,6 +39,7 @@ pub mod backend;
 mod bare;
 pub mod catalog;
 pub mod config;
+mod edge;
 mod handler;
 mod names;
 mod pagination;

@@ -128,6 +128,7 @@ impl Vmcp {
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
         let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
+        let edge = crate::edge::Edge::new(self.aggregator.clone(), &config);
         let bare = crate::bare::BareChecks {
             loopback_origins_only: config.allowed_origins.is_empty(),
             body_limit: config.max_request_body_bytes,
@@ -148,6 +149,7 @@ impl Vmcp {
             bare,
             bindings,
             sessions: self.sessions.clone(),
+            edge: Some(edge),
         }
     }
 
@@ -283,6 +285,22 @@ pub struct VmcpService {
     /// Who created each Legacy session.
     bindings: Arc<SessionBindings>,
     sessions: Arc<Sessions>,
+    /// The fast path for plain requests; `None` sends everything to rmcp.
+    edge: Option<crate::edge::Edge>,
+}
+
+impl VmcpService {
+    /// This service with every request answered by rmcp's server: no fast path
+    /// (see the `edge` module). For comparisons; the answers are the same.
+    pub fn without_fast_path(mut self) -> Self {
+        self.edge = None;
+        self
+    }
+
+    /// How many requests the fast path of this service (and its clones) answered.
+    pub fn fast_path_answers(&self) -> u64 {
+        self.edge.as_ref().map_or(0, crate::edge::Edge::served)
+    }
 }
 
 impl std::fmt::Debug for VmcpService {
@@ -328,11 +346,37 @@ where
         let delete = req.method() == http::Method::DELETE;
         let deleting = owner && delete;
         let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
+        // Behind the stack the parse layer's request is the one parse; when bare, the
+        // bare checks' parse is.
+        let stacked = req
+            .extensions()
+            .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
+            .cloned();
+        let edge = self.edge.clone();
         Box::pin(async move {
             let mut response = match bare {
-                None => inner.handle(req).await,
+                None => {
+                    let admitted = stacked
+                        .as_ref()
+                        .zip(edge.as_ref())
+                        .and_then(|(parsed, edge)| edge.admit(&req, parsed));
+                    if let (Some(admitted), Some(edge)) = (admitted, &edge) {
+                        return Ok(edge.serve(admitted).await);
+                    }
+                    inner.handle(req).await
+                }
                 Some(bare) => match crate::bare::check(&bare, req).await {
-                    Ok(req) => inner.handle(req).await,
+                    Ok((req, parsed)) => {
+                        let admitted = parsed
+                            .map(Arc::new)
+                            .as_ref()
+                            .zip(edge.as_ref())
+                            .and_then(|(parsed, edge)| edge.admit(&req, parsed));
+                        if let (Some(admitted), Some(edge)) = (admitted, &edge) {
+                            return Ok(edge.serve(admitted).await);
+                        }
+                        inner.handle(req).await
+                    }
                     Err(refused) => return Ok(refused),
                 },
             };
