@@ -10,6 +10,7 @@ mod authz_notify;
 mod authz_verbs;
 mod composite;
 mod conflicts;
+mod edge;
 mod failures;
 mod filtering;
 mod forwarding;

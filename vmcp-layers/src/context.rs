@@ -137,6 +137,14 @@ pub struct ParsedMcpRequest {
     /// `io.modelcontextprotocol/protocolVersion` `_meta` key or a Modern
     /// `MCP-Protocol-Version` header without a session; Legacy otherwise.
     pub revision: Option<McpRevision>,
+    /// The top-level members not taken into the fields above: `jsonrpc`, anything
+    /// unexpected, and `method` or `params` when they have an unexpected type. Kept
+    /// so a consumer can tell a plain request from an odd one without a second parse.
+    pub rest: Map<String, Value>,
+    /// The members of `params` not taken into the fields above (`cursor`, `ref`,
+    /// `argument`, ...), and `name`, `uri`, `arguments` or `_meta` when they have an
+    /// unexpected type.
+    pub params_rest: Map<String, Value>,
 }
 
 /// Why a body could not be decoded as one JSON-RPC message.
@@ -206,7 +214,11 @@ impl ParsedMcpRequest {
         };
         let method = match object.remove("method") {
             Some(Value::String(method)) => method,
-            _ => String::new(),
+            Some(other) => {
+                object.insert("method".to_owned(), other);
+                String::new()
+            }
+            None => String::new(),
         };
         let id = object.remove("id");
         // rmcp reads ids as string or i64; anything else would reach it and be
@@ -219,34 +231,58 @@ impl ParsedMcpRequest {
         }
         let mut params = match object.remove("params") {
             Some(Value::Object(params)) => params,
-            _ => Map::new(),
+            Some(other) => {
+                object.insert("params".to_owned(), other);
+                Map::new()
+            }
+            None => Map::new(),
         };
-        let take_string = |params: &mut Map<String, Value>, key: &str| match params.remove(key) {
-            Some(Value::String(s)) => Some(s),
-            _ => None,
+        // Take `key` when it has the expected shape; otherwise leave it in `params`.
+        fn take<T>(
+            params: &mut Map<String, Value>,
+            key: &str,
+            shape: impl FnOnce(Value) -> Result<T, Value>,
+        ) -> Option<T> {
+            let value = params.remove(key)?;
+            match shape(value) {
+                Ok(taken) => Some(taken),
+                Err(value) => {
+                    params.insert(key.to_owned(), value);
+                    None
+                }
+            }
+        }
+        let string = |value| match value {
+            Value::String(s) => Ok(s),
+            other => Err(other),
         };
-        let mut name = take_string(&mut params, "name");
+        let object_of = |value| match value {
+            Value::Object(o) => Ok(o),
+            other => Err(other),
+        };
+        let mut name = take(&mut params, "name", string);
         let client_info = params.get("clientInfo").and_then(ClientInfo::from_value);
-        let mut uri = take_string(&mut params, "uri");
+        let mut uri = take(&mut params, "uri", string);
         // A completion names what it completes in `ref`; it is authorized as that
         // prompt or resource, so the name goes where those requests carry theirs.
+        // `ref` itself stays in the params: it is forwarded as it came.
         if method == "completion/complete"
-            && let Some(Value::Object(mut reference)) = params.remove("ref")
+            && let Some(Value::Object(reference)) = params.get("ref")
         {
+            let field = |key: &str| {
+                reference
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
             match reference.get("type").and_then(Value::as_str) {
-                Some("ref/prompt") => name = take_string(&mut reference, "name"),
-                Some("ref/resource") => uri = take_string(&mut reference, "uri"),
+                Some("ref/prompt") => name = field("name"),
+                Some("ref/resource") => uri = field("uri"),
                 _ => {}
             }
         }
-        let arguments = match params.remove("arguments") {
-            Some(Value::Object(arguments)) => Some(arguments),
-            _ => None,
-        };
-        let meta = match params.remove("_meta") {
-            Some(Value::Object(meta)) => Some(meta),
-            _ => None,
-        };
+        let arguments = take(&mut params, "arguments", object_of);
+        let meta = take(&mut params, "_meta", object_of);
         let meta_version = meta
             .as_ref()
             .and_then(|m| m.get(PROTOCOL_VERSION_META))
@@ -272,6 +308,8 @@ impl ParsedMcpRequest {
             meta,
             client,
             revision: Some(revision),
+            rest: object,
+            params_rest: params,
         })
     }
 

@@ -105,11 +105,12 @@ fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
     response
 }
 
-/// Apply the checks; the request with its body buffered, or the refusal.
+/// Apply the checks; the request with its body buffered and, for a POST, its one
+/// parse (which the fast path reuses), or the refusal.
 pub(crate) async fn check<B>(
     checks: &BareChecks,
     req: Request<B>,
-) -> Result<Request<Full<Bytes>>, Response<Body>>
+) -> Result<(Request<Full<Bytes>>, Option<ParsedMcpRequest>), Response<Body>>
 where
     B: http_body::Body + Send + 'static,
     B::Error: std::fmt::Display,
@@ -142,21 +143,25 @@ where
             });
         }
     };
+    let mut parsed = None;
     if parts.method == Method::POST {
         let header = |name| parts.headers.get(name).and_then(|v| v.to_str().ok());
-        if let Err(e) = ParsedMcpRequest::parse(
+        match ParsedMcpRequest::parse(
             &bytes,
             header("mcp-protocol-version"),
             parts.headers.contains_key("mcp-session-id"),
         ) {
-            let code = match e {
-                ParseError::NotJson(_) => PARSE_ERROR,
-                _ => INVALID_REQUEST,
-            };
-            return Err(error(StatusCode::BAD_REQUEST, code, &e.to_string()));
+            Ok(request) => parsed = Some(request),
+            Err(e) => {
+                let code = match e {
+                    ParseError::NotJson(_) => PARSE_ERROR,
+                    _ => INVALID_REQUEST,
+                };
+                return Err(error(StatusCode::BAD_REQUEST, code, &e.to_string()));
+            }
         }
     }
-    Ok(Request::from_parts(parts, Full::new(bytes)))
+    Ok((Request::from_parts(parts, Full::new(bytes)), parsed))
 }
 
 #[cfg(test)]

@@ -114,7 +114,7 @@ impl VmcpHandler {
 
 /// Map a backend failure to what the client sees. Transport details (URLs, socket
 /// errors) are logged, not returned.
-fn client_error(error: BackendError, modern: bool) -> ErrorData {
+pub(crate) fn client_error(error: BackendError, modern: bool) -> ErrorData {
     match error {
         BackendError::Mcp { mut error, .. } => {
             // -32002 (resource not found) is retired on 2026-07-28.

@@ -133,6 +133,7 @@ impl Vmcp {
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
         let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
+        let edge = crate::edge::Edge::new(self.aggregator.clone(), &config);
         let bare = crate::bare::BareChecks {
             loopback_origins_only: config.allowed_origins.is_empty(),
             body_limit: config.max_request_body_bytes,
@@ -154,6 +155,7 @@ impl Vmcp {
             bindings,
             sessions: self.sessions.clone(),
             aggregator: self.aggregator.clone(),
+            edge: Some(edge),
         }
     }
 
@@ -383,6 +385,22 @@ pub struct VmcpService {
     sessions: Arc<Sessions>,
     /// For the composite step check (`composite::gate`).
     aggregator: Arc<Aggregator>,
+    /// The fast path for plain requests; `None` sends everything to rmcp.
+    edge: Option<crate::edge::Edge>,
+}
+
+impl VmcpService {
+    /// This service with every request answered by rmcp's server: no fast path
+    /// (see the `edge` module). For comparisons; the answers are the same.
+    pub fn without_fast_path(mut self) -> Self {
+        self.edge = None;
+        self
+    }
+
+    /// How many requests the fast path of this service (and its clones) answered.
+    pub fn fast_path_answers(&self) -> u64 {
+        self.edge.as_ref().map_or(0, crate::edge::Edge::served)
+    }
 }
 
 impl std::fmt::Debug for VmcpService {
@@ -448,12 +466,40 @@ where
         let deleting = owner && delete;
         let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
         let listen = crate::listen_filter::admission(&req);
+        // Behind the stack the parse layer's request is the one parse; when bare, the
+        // bare checks' parse is.
+        let stacked = req
+            .extensions()
+            .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
+            .cloned();
+        let edge = self.edge.clone();
         Box::pin(async move {
-            let mut response = match (bare, listen) {
-                (None, Some(listen)) => inner.handle(listen.apply(req).await).await,
-                (None, None) => inner.handle(req).await,
-                (Some(bare), _) => match crate::bare::check(&bare, req).await {
-                    Ok(req) => inner.handle(req).await,
+            let mut response = match bare {
+                None => match listen {
+                    Some(listen) => inner.handle(listen.apply(req).await).await,
+                    None => {
+                        let admitted = stacked
+                            .as_ref()
+                            .zip(edge.as_ref())
+                            .and_then(|(parsed, edge)| edge.admit(&req, parsed));
+                        if let (Some(admitted), Some(edge)) = (admitted, &edge) {
+                            return Ok(edge.serve(admitted).await);
+                        }
+                        inner.handle(req).await
+                    }
+                },
+                Some(bare) => match crate::bare::check(&bare, req).await {
+                    Ok((req, parsed)) => {
+                        let admitted = parsed
+                            .map(Arc::new)
+                            .as_ref()
+                            .zip(edge.as_ref())
+                            .and_then(|(parsed, edge)| edge.admit(&req, parsed));
+                        if let (Some(admitted), Some(edge)) = (admitted, &edge) {
+                            return Ok(edge.serve(admitted).await);
+                        }
+                        inner.handle(req).await
+                    }
                     Err(refused) => return Ok(refused),
                 },
             };

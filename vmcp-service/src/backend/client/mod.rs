@@ -396,10 +396,7 @@ impl BackendClient {
                         StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
                             .reinit_on_expired_session(false)
                             .max_concurrent_requests(256);
-                    StreamableHttpClientTransport::with_client(
-                        tap::TapClient(http.clone()),
-                        config,
-                    )
+                    StreamableHttpClientTransport::with_client(tap::TapClient(http.clone()), config)
                 };
                 let auto = rmcp::service::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],

@@ -1,0 +1,359 @@
+//! The fast path (the `edge` module of vmcp-service) against rmcp's path: one corpus
+//! of valid and invalid 2026-07-28 requests sent to the same gateway mounted twice,
+//! once as `Vmcp::service()` and once with `without_fast_path()`. Every answer must
+//! match in HTTP status, JSON-RPC error code and (for results) the whole message,
+//! and the fast path must have answered exactly the requests meant for it.
+
+use base64::Engine;
+use serde_json::{Value, json};
+use vmcp_examples::demo::{DemoSpec, RunningDemo, spawn};
+use vmcp_service::Vmcp;
+use vmcp_tests::{config, serve_on_loopback};
+
+const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
+
+/// One request of the corpus.
+struct Case {
+    name: &'static str,
+    headers: Vec<(&'static str, String)>,
+    body: Vec<u8>,
+    /// Whether the fast path should answer it.
+    fast: bool,
+}
+
+/// The usual headers of a Modern request for `method` (and `Mcp-Name`).
+fn headers(method: &str, name: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut h = vec![
+        ("accept", "application/json, text/event-stream".to_owned()),
+        ("content-type", "application/json".to_owned()),
+        ("mcp-protocol-version", "2026-07-28".to_owned()),
+        ("mcp-method", method.to_owned()),
+    ];
+    if let Some(name) = name {
+        h.push(("mcp-name", name.to_owned()));
+    }
+    h
+}
+
+fn body(id: Value, method: &str, params: Value) -> Vec<u8> {
+    let mut params = params;
+    params["_meta"] = serde_json::from_str(META).unwrap();
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .unwrap()
+}
+
+fn case(name: &'static str, method: &str, target: Option<&str>, params: Value, fast: bool) -> Case {
+    Case {
+        name,
+        headers: headers(method, target),
+        body: body(json!(1), method, params),
+        fast,
+    }
+}
+
+/// `case` with one header replaced (or removed, with `None`).
+fn with_header(mut c: Case, name: &'static str, value: Option<&str>) -> Case {
+    c.headers.retain(|(n, _)| *n != name);
+    if let Some(value) = value {
+        c.headers.push((name, value.to_owned()));
+    }
+    c.fast = false;
+    c
+}
+
+fn corpus() -> Vec<Case> {
+    let call = |text: &str| json!({"name": "gh_echo", "arguments": {"text": text}});
+    let b64 = |s: &str| format!("=?base64?{}?=", base64::prelude::BASE64_STANDARD.encode(s));
+    let mut cases = vec![
+        case(
+            "tools/call",
+            "tools/call",
+            Some("gh_echo"),
+            call("hi"),
+            true,
+        ),
+        case(
+            "tools/call, error result",
+            "tools/call",
+            Some("gh_fail"),
+            json!({"name": "gh_fail"}),
+            true,
+        ),
+        case(
+            "tools/call, traceparent",
+            "tools/call",
+            Some("gh_traceparent"),
+            json!({"name": "gh_traceparent"}),
+            true,
+        ),
+        case("tools/list", "tools/list", None, json!({}), true),
+        case("prompts/list", "prompts/list", None, json!({}), true),
+        case("resources/list", "resources/list", None, json!({}), true),
+        case(
+            "resources/templates/list",
+            "resources/templates/list",
+            None,
+            json!({}),
+            true,
+        ),
+        case(
+            "tools/list, bad cursor",
+            "tools/list",
+            None,
+            json!({"cursor": "!!"}),
+            true,
+        ),
+        case(
+            "prompts/get",
+            "prompts/get",
+            Some("gh_brief"),
+            json!({"name": "gh_brief", "arguments": {"topic": "x"}}),
+            true,
+        ),
+        case(
+            "resources/read",
+            "resources/read",
+            Some("demo://gh/readme"),
+            json!({"uri": "demo://gh/readme"}),
+            true,
+        ),
+        case(
+            "completion/complete",
+            "completion/complete",
+            None,
+            json!({"ref": {"type": "ref/prompt", "name": "gh_brief"}, "argument": {"name": "topic", "value": "a"}}),
+            true,
+        ),
+        // Requests the fast path leaves to rmcp, valid or not.
+        case(
+            "unknown tool",
+            "tools/call",
+            Some("nope"),
+            json!({"name": "nope"}),
+            false,
+        ),
+        case("unknown method", "no/such/method", None, json!({}), false),
+        case(
+            "progressToken",
+            "tools/call",
+            Some("gh_echo"),
+            {
+                let mut p = call("p");
+                p["_meta"] = json!({"progressToken": 5});
+                p
+            },
+            false,
+        ),
+        case(
+            "arguments not an object",
+            "tools/call",
+            Some("gh_echo"),
+            json!({"name": "gh_echo", "arguments": [1]}),
+            false,
+        ),
+        case(
+            "task params",
+            "tools/call",
+            Some("gh_echo"),
+            json!({"name": "gh_echo", "task": {}}),
+            false,
+        ),
+        case("ping", "ping", None, json!({}), false),
+    ];
+    // The `_meta` of `progressToken` above is replaced by `body`; put it back.
+    let progress = cases
+        .iter_mut()
+        .find(|c| c.name == "progressToken")
+        .unwrap();
+    let mut value: Value = serde_json::from_slice(&progress.body).unwrap();
+    value["params"]["_meta"]["progressToken"] = json!(5);
+    progress.body = serde_json::to_vec(&value).unwrap();
+    let log = {
+        let mut c = case("logLevel", "tools/call", Some("gh_echo"), call("l"), false);
+        let mut value: Value = serde_json::from_slice(&c.body).unwrap();
+        value["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+        c.body = serde_json::to_vec(&value).unwrap();
+        c
+    };
+    cases.push(log);
+    let mut base64_name = case(
+        "base64 Mcp-Name",
+        "tools/call",
+        Some("gh_echo"),
+        call("b"),
+        true,
+    );
+    base64_name.headers.retain(|(n, _)| *n != "mcp-name");
+    base64_name.headers.push(("mcp-name", b64("gh_echo")));
+    cases.push(base64_name);
+    let plain = || case("", "tools/call", Some("gh_echo"), call("x"), true);
+    let mut refused = vec![
+        (
+            "wrong version header",
+            with_header(plain(), "mcp-protocol-version", Some("2025-11-25")),
+        ),
+        (
+            "unknown version header",
+            with_header(plain(), "mcp-protocol-version", Some("2099-01-01")),
+        ),
+        (
+            "no version header",
+            with_header(plain(), "mcp-protocol-version", None),
+        ),
+        (
+            "Mcp-Method mismatch",
+            with_header(plain(), "mcp-method", Some("tools/list")),
+        ),
+        ("no Mcp-Method", with_header(plain(), "mcp-method", None)),
+        (
+            "Mcp-Name mismatch",
+            with_header(plain(), "mcp-name", Some("gh_other")),
+        ),
+        (
+            "Mcp-Name bad base64",
+            with_header(plain(), "mcp-name", Some("=?base64?!!?=")),
+        ),
+        (
+            "Mcp-Name wrong base64",
+            with_header(plain(), "mcp-name", Some(&b64("gh_other"))),
+        ),
+        ("no Mcp-Name", with_header(plain(), "mcp-name", None)),
+        (
+            "wrong content type",
+            with_header(plain(), "content-type", Some("text/plain")),
+        ),
+        (
+            "JSON only in Accept",
+            with_header(plain(), "accept", Some("application/json")),
+        ),
+        (
+            "weighted Accept",
+            with_header(
+                plain(),
+                "accept",
+                Some("application/json, text/event-stream;q=0"),
+            ),
+        ),
+        (
+            "foreign Host",
+            with_header(plain(), "host", Some("evil.example")),
+        ),
+        (
+            "foreign Origin",
+            with_header(plain(), "origin", Some("https://evil.example")),
+        ),
+    ];
+    let mut dup = plain();
+    dup.headers.push(("mcp-method", "tools/call".to_owned()));
+    dup.fast = false;
+    refused.push(("duplicate Mcp-Method", dup));
+    for (name, mut c) in refused {
+        c.name = name;
+        cases.push(c);
+    }
+    let raw = |name: &'static str, body: &str| Case {
+        name,
+        headers: headers("tools/call", Some("gh_echo")),
+        body: body.as_bytes().to_vec(),
+        fast: false,
+    };
+    cases.extend([
+        raw("malformed JSON", r#"{"jsonrpc":"2.0","id":1,"#),
+        raw("oversized id", &format!(r#"{{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"tools/call","params":{{"name":"gh_echo","_meta":{META}}}}}"#)),
+        raw("notification without id", &format!(r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"name":"gh_echo","_meta":{META}}}}}"#)),
+        raw("no jsonrpc member", &format!(r#"{{"id":1,"method":"tools/call","params":{{"name":"gh_echo","_meta":{META}}}}}"#)),
+        raw("missing capabilities", r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gh_echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#),
+        raw("batch", &format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"gh_echo","_meta":{META}}}}}]"#)),
+    ]);
+    let mut string_id = case("string id", "tools/call", Some("gh_echo"), call("s"), true);
+    string_id.body = body(json!("id-1"), "tools/call", call("s"));
+    cases.push(string_id);
+    cases
+}
+
+/// Status, content type, and the JSON-RPC message (or the body as text).
+async fn send(url: &str, case: &Case) -> (u16, Value) {
+    let mut request = reqwest::Client::new().post(url).body(case.body.clone());
+    for (name, value) in &case.headers {
+        request = request.header(*name, value);
+    }
+    let response = request.send().await.expect("POST");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    // A JSON body, the first `data:` line of an event stream, or rmcp's plain text.
+    let json = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .unwrap_or(&text);
+    let message =
+        serde_json::from_str::<Value>(json.trim()).unwrap_or_else(|_| Value::String(text.clone()));
+    (status, message)
+}
+
+async fn backend() -> RunningDemo {
+    let mut spec = DemoSpec::new("gh", &["echo", "fail", "traceparent", "other"]);
+    spec.prompts = vec!["brief".into()];
+    spec.resources = vec!["demo://gh/readme".into()];
+    spawn(spec, 0).await.expect("demo backend")
+}
+
+#[tokio::test]
+async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
+    let gh = backend().await;
+    let yaml = format!("backends: [{{name: gh, url: '{}'}}]", gh.url());
+    let vmcp = Vmcp::start(config(&yaml)).await.expect("gateway starts");
+    let fast = vmcp.service();
+    let slow = vmcp.service().without_fast_path();
+    let (fast_addr, stop_fast) =
+        serve_on_loopback(axum::Router::new().nest_service("/mcp", fast.clone())).await;
+    let (slow_addr, stop_slow) =
+        serve_on_loopback(axum::Router::new().nest_service("/mcp", slow.clone())).await;
+    let (fast_url, slow_url) = (
+        format!("http://{fast_addr}/mcp"),
+        format!("http://{slow_addr}/mcp"),
+    );
+    let mut failures = Vec::new();
+    for case in corpus() {
+        let before = fast.fast_path_answers();
+        let (fast_status, fast_message) = send(&fast_url, &case).await;
+        let took_fast = fast.fast_path_answers() > before;
+        let (slow_status, slow_message) = send(&slow_url, &case).await;
+        let code = |m: &Value| m["error"]["code"].as_i64();
+        if fast_status != slow_status || code(&fast_message) != code(&slow_message) {
+            failures.push(format!(
+                "{}: fast {fast_status} {:?}, rmcp {slow_status} {:?}",
+                case.name,
+                code(&fast_message),
+                code(&slow_message)
+            ));
+        } else if fast_message.get("result").is_some() && fast_message != slow_message {
+            failures.push(format!(
+                "{}: results differ\n  fast: {fast_message}\n  rmcp: {slow_message}",
+                case.name
+            ));
+        }
+        if took_fast != case.fast {
+            failures.push(format!(
+                "{}: answered by the {} path, expected the {}",
+                case.name,
+                if took_fast { "fast" } else { "rmcp" },
+                if case.fast { "fast" } else { "rmcp" }
+            ));
+        }
+        if case.fast && slow_status == 200 && code(&slow_message).is_none() {
+            assert!(
+                slow_message.get("result").is_some(),
+                "{}: {slow_message}",
+                case.name
+            );
+        }
+    }
+    assert_eq!(slow.fast_path_answers(), 0);
+    assert!(
+        fast.fast_path_answers() >= 10,
+        "the fast path answered too little"
+    );
+    stop_fast.cancel();
+    stop_slow.cancel();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

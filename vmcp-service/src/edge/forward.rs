@@ -1,0 +1,201 @@
+//! Forwarding an admitted request to its backend, shaped as the handler shapes it
+//! (the same routing, `_meta` handling, result fix-ups and error mapping).
+
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, CompleteRequestParams,
+    CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse,
+    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerResult,
+};
+use serde_json::Value;
+use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
+
+use super::Edge;
+use crate::backend::meta::strip_reserved;
+use crate::backend::{BackendClient, BackendError};
+use crate::catalog::Catalog;
+use crate::router::{self, Routed};
+
+impl Edge {
+    fn client(&self, backend: &str) -> Result<Arc<BackendClient>, ErrorData> {
+        self.aggregator.registry().get(backend).ok_or_else(|| {
+            ErrorData::internal_error(format!("backend {backend:?} is no longer configured"), None)
+        })
+    }
+
+    pub(super) async fn call_tool(
+        &self,
+        catalog: &Catalog,
+        parsed: &ParsedMcpRequest,
+        tasks: bool,
+        calls: Option<BackendCalls>,
+    ) -> Result<ServerResult, ErrorData> {
+        let name = parsed.name.clone().unwrap_or_default();
+        let mut params = CallToolRequestParams::new(name.clone());
+        params.arguments = parsed.arguments.clone();
+        let Routed {
+            backend,
+            mut params,
+        } = router::route_tool(catalog, params)?;
+        let client = self.client(&backend)?;
+        let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
+        let timeout = self.aggregator.config().call_timeout(&backend);
+        let response = client.call_tool(params, timeout).await;
+        call.end(&response);
+        let response = response.map_err(client_error)?;
+        let response = match response {
+            CallToolResponse::Complete(mut result) => {
+                if let Some(meta) = result.meta.as_mut() {
+                    strip_reserved(&mut meta.0);
+                }
+                result.result_type = Some(ResultType::COMPLETE);
+                CallToolResponse::Complete(result)
+            }
+            // As rmcp's server does: no task handle for a client that cannot read one.
+            CallToolResponse::Task(_) if !tasks => {
+                return Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                ));
+            }
+            other => other,
+        };
+        Ok(ServerResult::from(response))
+    }
+
+    pub(super) async fn get_prompt(
+        &self,
+        catalog: &Catalog,
+        parsed: &ParsedMcpRequest,
+        calls: Option<BackendCalls>,
+    ) -> Result<ServerResult, ErrorData> {
+        let name = parsed.name.clone().unwrap_or_default();
+        let mut params = GetPromptRequestParams::new(name.clone());
+        params.arguments = parsed.arguments.clone();
+        let Routed {
+            backend,
+            mut params,
+        } = router::route_prompt(catalog, params)?;
+        let client = self.client(&backend)?;
+        let call = Observed::start(
+            calls,
+            &backend,
+            "prompts/get",
+            Some(&name),
+            &mut params.meta,
+        );
+        let timeout = self.aggregator.config().call_timeout(&backend);
+        let response = client.get_prompt(params, timeout).await;
+        call.end(&response);
+        Ok(ServerResult::from(
+            match response.map_err(client_error)? {
+                GetPromptResponse::Complete(mut result) => {
+                    result.result_type = Some(ResultType::COMPLETE);
+                    GetPromptResponse::Complete(result)
+                }
+                other => other,
+            },
+        ))
+    }
+
+    pub(super) async fn read_resource(
+        &self,
+        catalog: &Catalog,
+        parsed: &ParsedMcpRequest,
+        calls: Option<BackendCalls>,
+    ) -> Result<ServerResult, ErrorData> {
+        let uri = parsed.uri.clone().unwrap_or_default();
+        let Routed {
+            backend,
+            mut params,
+        } = router::route_resource(catalog, ReadResourceRequestParams::new(uri.clone()))?;
+        let client = self.client(&backend)?;
+        let call = Observed::start(
+            calls,
+            &backend,
+            "resources/read",
+            Some(&uri),
+            &mut params.meta,
+        );
+        let timeout = self.aggregator.config().call_timeout(&backend);
+        let response = client.read_resource(params, timeout).await;
+        call.end(&response);
+        Ok(ServerResult::from(
+            match response.map_err(client_error)? {
+                ReadResourceResponse::Complete(mut result) => {
+                    // The backend's cache hints describe its own view, not the caller's.
+                    result.ttl_ms = Some(0);
+                    result.cache_scope = Some(rmcp::model::CacheScope::Private);
+                    result.result_type = Some(ResultType::COMPLETE);
+                    ReadResourceResponse::Complete(result)
+                }
+                other => other,
+            },
+        ))
+    }
+
+    pub(super) async fn complete(
+        &self,
+        catalog: &Catalog,
+        parsed: &ParsedMcpRequest,
+    ) -> Result<ServerResult, ErrorData> {
+        // rmcp would refuse params that do not read as `CompleteRequestParams`; only
+        // well-formed ones were admitted, but a failure here is still answered as rmcp
+        // answers malformed params.
+        let params: CompleteRequestParams =
+            serde_json::from_value(Value::Object(parsed.params_rest.clone())).map_err(|e| {
+                ErrorData::invalid_params(format!("invalid completion params: {e}"), None)
+            })?;
+        let Some(Routed { backend, params }) = router::route_completion(catalog, params)? else {
+            return Ok(ServerResult::CompleteResult(CompleteResult::new(
+                CompletionInfo::default(),
+            )));
+        };
+        let client = self.client(&backend)?;
+        let timeout = self.aggregator.config().call_timeout(&backend);
+        let mut result = client
+            .complete(params, timeout)
+            .await
+            .map_err(client_error)?;
+        result.result_type = Some(ResultType::COMPLETE);
+        Ok(ServerResult::CompleteResult(result))
+    }
+}
+
+/// The handler's mapping of backend failures, for a Modern client.
+fn client_error(error: BackendError) -> ErrorData {
+    crate::handler::client_error(error, true)
+}
+
+/// A backend call as telemetry sees it (the handler's `ObservedCall`, from the
+/// request's extensions instead of rmcp's context).
+struct Observed(Option<Box<dyn BackendCallScope>>);
+
+impl Observed {
+    fn start(
+        calls: Option<BackendCalls>,
+        backend: &str,
+        method: &str,
+        name: Option<&str>,
+        meta: &mut Option<rmcp::model::RequestMetaObject>,
+    ) -> Self {
+        let Some(calls) = calls else {
+            return Self(None);
+        };
+        let scope = calls.0.start(backend, method, name);
+        if let Some(traceparent) = scope.traceparent() {
+            meta.get_or_insert_with(rmcp::model::RequestMetaObject::default)
+                .0
+                .set_traceparent(traceparent);
+        }
+        Self(Some(scope))
+    }
+
+    fn end<T>(self, result: &Result<T, BackendError>) {
+        if let Some(scope) = self.0 {
+            let error = result.as_ref().err().map(ToString::to_string);
+            scope.end(error.as_deref());
+        }
+    }
+}

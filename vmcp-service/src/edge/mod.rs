@@ -1,0 +1,428 @@
+//! The lean client edge: plain requests answered without rmcp's server.
+//!
+//! rmcp's streamable HTTP server parses every body a second time (the layers, or the
+//! bare checks, already did), re-serializes it into a `Value` to check the SEP-2243
+//! headers, clones the called tool to find its schema, and runs the handler in a
+//! task of its own. For a request that needs no server-to-client stream none of that
+//! is needed, so [`VmcpService`](crate::VmcpService) answers it here, from the one
+//! [`ParsedMcpRequest`], forwarding over the backend's direct path.
+//!
+//! # The split: one decision, in [`Edge::admit`]
+//!
+//! A request is served here only when *every* condition holds; anything else,
+//! including every request that rmcp would refuse, goes to rmcp unchanged, so refusals
+//! stay rmcp's own (statuses, codes, messages):
+//!
+//! - the method is one of [`ROUTES`]' fast verbs: `tools/call`, `prompts/get`,
+//!   `resources/read`, `completion/complete` and the four list verbs;
+//! - it is a 2026-07-28 stateless request (no `Mcp-Session-Id`) whose `_meta`
+//!   carries exactly the protocol version of its `MCP-Protocol-Version` header, the
+//!   client capabilities, and no `progressToken`, no `logLevel` and no other reserved
+//!   key (those may need a stream: progress, logs, and whatever comes next);
+//! - the door checks rmcp makes pass: `Host` in rmcp's allow-list, no `Origin`
+//!   (browser requests keep rmcp's origin rules), an `Accept` naming both JSON and
+//!   event streams without weights, a JSON `Content-Type`, the body within rmcp's
+//!   limit, `Mcp-Method` and `Mcp-Name` (plain or Base64) agreeing with the body;
+//! - the params hold nothing the fast path does not read (no `task`, no MRTR
+//!   `inputResponses`/`requestState`, only `cursor` on lists);
+//! - the target is known and served by a 2026-07-28 backend (the direct path), a
+//!   tool's schema promotes no argument to an `Mcp-Param-*` header, and lists are
+//!   not filtered per caller.
+//!
+//! Answers are built from the same rmcp types as the handler's, so a fast answer is
+//! byte-for-byte what rmcp would have sent (`tests/e2e/edge.rs` sends one corpus to
+//! both sides and compares).
+
+mod checks;
+mod forward;
+mod lists;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use rmcp::model::{ErrorCode, NumberOrString, ServerJsonRpcMessage};
+use serde_json::{Map, Value};
+use vmcp_layers::context::{
+    AdmissionHandle, BackendCalls, ListKind, McpRevision, ParsedMcpRequest,
+};
+
+use crate::aggregator::Aggregator;
+
+/// `VmcpService`'s response body (named here so the edge does not import the
+/// service that runs it).
+type Body = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
+
+/// What serves a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// This edge, when the request passes [`Edge::admit`].
+    Fast(Verb),
+    /// Always rmcp's server.
+    Rmcp,
+}
+
+/// The verbs the fast path serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verb {
+    CallTool,
+    GetPrompt,
+    ReadResource,
+    Complete,
+    List(ListKind),
+}
+
+/// Every method of the 2025-11-25 and 2026-07-28 specifications (client to server),
+/// with the side that serves it. A method not listed (unknown, custom) goes to rmcp,
+/// which answers -32601.
+pub(crate) const ROUTES: &[(&str, Side)] = &[
+    ("tools/call", Side::Fast(Verb::CallTool)),
+    ("prompts/get", Side::Fast(Verb::GetPrompt)),
+    ("resources/read", Side::Fast(Verb::ReadResource)),
+    ("completion/complete", Side::Fast(Verb::Complete)),
+    ("tools/list", Side::Fast(Verb::List(ListKind::Tools))),
+    ("prompts/list", Side::Fast(Verb::List(ListKind::Prompts))),
+    (
+        "resources/list",
+        Side::Fast(Verb::List(ListKind::Resources)),
+    ),
+    (
+        "resources/templates/list",
+        Side::Fast(Verb::List(ListKind::ResourceTemplates)),
+    ),
+    // The session lifecycle and discovery: rmcp owns negotiation.
+    ("initialize", Side::Rmcp),
+    ("server/discover", Side::Rmcp),
+    ("ping", Side::Rmcp),
+    // Streams and per-session state.
+    ("subscriptions/listen", Side::Rmcp),
+    ("resources/subscribe", Side::Rmcp),
+    ("resources/unsubscribe", Side::Rmcp),
+    ("logging/setLevel", Side::Rmcp),
+    // Tasks (SEP-2663): state the gateway does not hold.
+    ("tasks/get", Side::Rmcp),
+    ("tasks/list", Side::Rmcp),
+    ("tasks/result", Side::Rmcp),
+    ("tasks/cancel", Side::Rmcp),
+    ("tasks/update", Side::Rmcp),
+    // Notifications and responses to server requests are never answered with a body.
+    ("notifications/initialized", Side::Rmcp),
+    ("notifications/cancelled", Side::Rmcp),
+    ("notifications/progress", Side::Rmcp),
+    ("notifications/roots/list_changed", Side::Rmcp),
+    ("notifications/tasks/status", Side::Rmcp),
+];
+
+/// The side serving `method`.
+pub(crate) fn side(method: &str) -> Side {
+    ROUTES
+        .iter()
+        .find(|(m, _)| *m == method)
+        .map_or(Side::Rmcp, |(_, side)| *side)
+}
+
+/// The edge's share of the service: what it needs to check and answer requests.
+#[derive(Clone)]
+pub(crate) struct Edge {
+    aggregator: Arc<Aggregator>,
+    checks: Arc<checks::DoorChecks>,
+    pages: Arc<lists::PageCache>,
+    /// Requests answered here, for tests and diagnostics.
+    served: Arc<AtomicU64>,
+}
+
+/// A request admitted to the fast path, with what [`Edge::admit`] learnt.
+pub(crate) struct Admitted {
+    verb: Verb,
+    id: NumberOrString,
+    parsed: Arc<ParsedMcpRequest>,
+    tasks: bool,
+    calls: Option<BackendCalls>,
+}
+
+impl Edge {
+    /// The edge over `aggregator`, checking the doors as rmcp's `config` does.
+    pub(crate) fn new(
+        aggregator: Arc<Aggregator>,
+        config: &rmcp::transport::streamable_http_server::StreamableHttpServerConfig,
+    ) -> Self {
+        Self {
+            aggregator,
+            checks: Arc::new(checks::DoorChecks::from_config(config)),
+            pages: Arc::new(lists::PageCache::default()),
+            served: Arc::default(),
+        }
+    }
+
+    /// The one decision: whether this edge serves `req` (see the module docs).
+    pub(crate) fn admit<B: http_body::Body>(
+        &self,
+        req: &Request<B>,
+        parsed: &Arc<ParsedMcpRequest>,
+    ) -> Option<Admitted> {
+        let Side::Fast(verb) = side(&parsed.method) else {
+            return None;
+        };
+        let id = match parsed.id.as_ref()? {
+            Value::String(s) => NumberOrString::String(s.as_str().into()),
+            Value::Number(n) => NumberOrString::Number(n.as_i64()?),
+            _ => return None,
+        };
+        if parsed.revision != Some(McpRevision::Modern) || !plain_envelope(&parsed.rest) {
+            return None;
+        }
+        let tasks = checks::plain_meta(parsed.meta.as_ref()?)?;
+        if !self.checks.door(req) || !checks::standard_headers(req.headers(), parsed) {
+            return None;
+        }
+        let extensions = req.extensions();
+        let catalog = self.aggregator.catalog();
+        let no_extra = parsed.params_rest.is_empty();
+        let known = match verb {
+            Verb::CallTool => {
+                no_extra
+                    && parsed.uri.is_none()
+                    && parsed.name.as_deref().is_some_and(|name| {
+                        catalog.tool(name).is_some_and(|entry| {
+                            !checks::promotes_arguments(&entry.tool.input_schema)
+                                && self.direct(&entry.route.backend)
+                        })
+                    })
+            }
+            Verb::GetPrompt => {
+                no_extra
+                    && parsed.uri.is_none()
+                    && parsed.name.as_deref().is_some_and(|name| {
+                        catalog
+                            .prompt(name)
+                            .is_some_and(|entry| self.direct(&entry.route.backend))
+                    })
+            }
+            Verb::ReadResource => {
+                no_extra
+                    && parsed.name.is_none()
+                    && parsed.arguments.is_none()
+                    && parsed.uri.as_deref().is_some_and(|uri| {
+                        catalog.resource_owner(uri).is_some_and(|b| self.direct(b))
+                    })
+            }
+            Verb::Complete => {
+                parsed.name.is_none() && parsed.uri.is_none() && parsed.arguments.is_none()
+            }
+            Verb::List(_) => {
+                parsed.name.is_none()
+                    && parsed.uri.is_none()
+                    && parsed.arguments.is_none()
+                    && extensions.get::<AdmissionHandle>().is_none()
+                    && parsed
+                        .params_rest
+                        .iter()
+                        .all(|(key, value)| key == "cursor" && value.is_string())
+            }
+        };
+        known.then(|| Admitted {
+            verb,
+            id,
+            parsed: parsed.clone(),
+            tasks,
+            calls: extensions.get::<BackendCalls>().cloned(),
+        })
+    }
+
+    /// How many requests this edge (and its clones) answered.
+    pub(crate) fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// Whether `backend` is connected over the 2026-07-28 direct path with one shared
+    /// connection. A backend whose credentials depend on the caller (`token_exchange`,
+    /// `passthroughHeaders`) is served by the handler, which picks the caller's own
+    /// connection.
+    fn direct(&self, backend: &str) -> bool {
+        let registry = self.aggregator.registry();
+        registry.caller_pool(backend).is_none()
+            && registry
+                .get(backend)
+                .is_some_and(|client| client.revision() == Some(McpRevision::Modern))
+    }
+
+    /// Answer an admitted request.
+    pub(crate) async fn serve(&self, admitted: Admitted) -> Response<Body> {
+        let Admitted {
+            verb,
+            id,
+            parsed,
+            tasks,
+            calls,
+        } = admitted;
+        self.served.fetch_add(1, Ordering::Relaxed);
+        let catalog = self.aggregator.catalog();
+        let outcome = match verb {
+            Verb::List(kind) => {
+                let cursor = parsed.params_rest.get("cursor").and_then(Value::as_str);
+                let page_size = self.aggregator.config().page_size();
+                match self.pages.page(&catalog, kind, cursor, page_size) {
+                    Ok(bytes) => return json(StatusCode::OK, envelope(&id, &bytes)),
+                    Err(error) => Err(error),
+                }
+            }
+            Verb::CallTool => self.call_tool(&catalog, &parsed, tasks, calls).await,
+            Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls).await,
+            Verb::ReadResource => self.read_resource(&catalog, &parsed, calls).await,
+            Verb::Complete => self.complete(&catalog, &parsed).await,
+        };
+        let message = match outcome {
+            Ok(result) => ServerJsonRpcMessage::response(result, id),
+            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+        };
+        let status = status_of(&message);
+        match serde_json::to_vec(&message) {
+            Ok(body) => json(status, Bytes::from(body)),
+            Err(error) => {
+                tracing::error!("could not serialize an answer: {error}");
+                let mut response = Response::new(empty());
+                *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                response
+            }
+        }
+    }
+}
+
+/// Only `jsonrpc: "2.0"` besides `id`, `method` and `params`.
+fn plain_envelope(rest: &Map<String, Value>) -> bool {
+    rest.len() == 1 && rest.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
+}
+
+/// rmcp's HTTP status for a 2026-07-28 answer (its `jsonrpc_http_status`; admitted
+/// requests have well-formed `_meta`, so -32602 stays in-band).
+fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {
+    let ServerJsonRpcMessage::Error(error) = message else {
+        return StatusCode::OK;
+    };
+    match error.error.code {
+        ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+        | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+        | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":…,"result":…}` around a result serialized earlier, in
+/// the member order rmcp writes.
+fn envelope(id: &NumberOrString, result: &[u8]) -> Bytes {
+    let mut body = Vec::with_capacity(result.len() + 48);
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // An id serializes infallibly (a string or an integer).
+    let _ = serde_json::to_writer(&mut body, id);
+    body.extend_from_slice(br#","result":"#);
+    body.extend_from_slice(result);
+    body.push(b'}');
+    Bytes::from(body)
+}
+
+fn empty() -> Body {
+    Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response<Body> {
+    let mut response = Response::new(Full::new(body).map_err(|never| match never {}).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ServerResult;
+
+    /// Every client-to-server method of both specifications, as their schemas name
+    /// them; each must be routed deliberately.
+    const SPEC_METHODS: &[&str] = &[
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "subscriptions/listen",
+        "completion/complete",
+        "logging/setLevel",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+        "tasks/update",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+        "notifications/tasks/status",
+    ];
+
+    #[test]
+    fn every_spec_method_is_routed_deliberately() {
+        for method in SPEC_METHODS {
+            assert!(
+                ROUTES.iter().any(|(m, _)| m == method),
+                "{method} has no deliberate side"
+            );
+        }
+        let fast: Vec<_> = ROUTES
+            .iter()
+            .filter(|(_, side)| matches!(side, Side::Fast(_)))
+            .map(|(m, _)| *m)
+            .collect();
+        assert_eq!(
+            fast,
+            [
+                "tools/call",
+                "prompts/get",
+                "resources/read",
+                "completion/complete",
+                "tools/list",
+                "prompts/list",
+                "resources/list",
+                "resources/templates/list"
+            ]
+        );
+        assert_eq!(side("no/such/method"), Side::Rmcp);
+        assert_eq!(
+            ROUTES.len(),
+            SPEC_METHODS.len(),
+            "a route for a non-spec method"
+        );
+    }
+
+    #[test]
+    fn the_envelope_is_what_rmcp_writes() {
+        let result = ServerResult::empty(());
+        for id in [
+            NumberOrString::Number(7),
+            NumberOrString::String("a\"b".into()),
+        ] {
+            let rmcp =
+                serde_json::to_vec(&ServerJsonRpcMessage::response(result.clone(), id.clone()))
+                    .unwrap();
+            let ours = envelope(&id, &serde_json::to_vec(&result).unwrap());
+            assert_eq!(
+                String::from_utf8_lossy(&ours),
+                String::from_utf8_lossy(&rmcp)
+            );
+        }
+    }
+}
