@@ -46,6 +46,7 @@ mod propagation;
 mod router;
 mod service;
 mod session_binding;
+mod session_lifetime;
 mod sessions;
 pub mod status;
 pub mod ui;

@@ -8,6 +8,7 @@ mod hints;
 mod limits;
 mod outgoing;
 pub mod schema;
+mod sessions;
 mod spelling;
 mod stdio;
 mod validate;
@@ -21,6 +22,9 @@ use serde_json::Value;
 pub use hints::ignored_key_warning;
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use outgoing::{BackendAuthConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret};
+pub use sessions::{
+    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
+};
 pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
 
@@ -58,6 +62,9 @@ pub struct VmcpConfig {
     /// The read-only status page at `/ui`.
     #[serde(default)]
     pub ui: UiConfig,
+    /// Authentication of the status routes.
+    #[serde(default)]
+    pub status: StatusConfig,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
@@ -223,6 +230,9 @@ pub struct OperationalConfig {
     /// Health checks and the circuit breaker.
     #[serde(default)]
     pub failure_handling: FailureHandlingConfig,
+    /// Legacy session idle TTL, absolute lifetime and cap.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
 }
 
 /// `operational.failureHandling`.
@@ -336,6 +346,16 @@ impl VmcpConfig {
             .tools
             .iter()
             .find(|t| t.workload == backend)
+    }
+
+    /// Whether `/status`, `/ui` and `/ui/events` require the `/mcp` bearer token:
+    /// `status.requireAuth`, by default on exactly when `incomingAuth` is `oidc`.
+    pub fn status_requires_auth(&self) -> bool {
+        let oidc = self
+            .incoming_auth
+            .as_ref()
+            .is_some_and(|a| a.kind == "oidc");
+        self.status.require_auth.unwrap_or(oidc)
     }
 
     /// The page size of gateway-paginated lists.
