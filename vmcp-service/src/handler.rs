@@ -6,6 +6,7 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod caller;
 mod observe;
 
 use std::sync::Arc;
@@ -26,8 +27,8 @@ use admission::{admitted_prompts, admitted_resources, admitted_templates, admitt
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
-use crate::backend::BackendError;
 use crate::backend::meta::strip_reserved;
+use crate::backend::{BackendError, CallBudget};
 use crate::pagination::page;
 use crate::router::{self, Routed};
 use crate::sessions::Sessions;
@@ -90,8 +91,10 @@ impl VmcpHandler {
         })
     }
 
-    fn timeout(&self, backend: &str) -> std::time::Duration {
-        self.aggregator.config().call_timeout(backend)
+    /// The backend's call timeout, on behalf of the caller of `ctx`.
+    fn budget(&self, backend: &str, ctx: &RequestContext<RoleServer>) -> CallBudget {
+        let timeout = self.aggregator.config().call_timeout(backend);
+        CallBudget::for_caller(timeout, Some(caller::caller_key(ctx)))
     }
 }
 
@@ -172,17 +175,21 @@ impl ServerHandler for VmcpHandler {
             ErrorData::invalid_request("resources/subscribe needs a session", None)
         })?;
         if self.sessions.subscribe(&session, &params.uri) {
-            // Subscribe the owning backend before acknowledging, so an update the
-            // backend sends after this answer is not missed.
+            // Subscribe the owning backend (only it: another, stalled one must not
+            // hold this answer) before acknowledging, so an update the backend
+            // sends after this answer is not missed.
             // Boxed: this chain (down to opening a backend listen stream) is the
             // largest of the handler's futures, and rmcp moves the whole handler
             // future into a task for every request, so inline it would cost every
             // call a copy of its size.
-            Box::pin(crate::propagation::sync_subscriptions(
-                &self.aggregator,
-                &self.sessions,
-            ))
-            .await;
+            if let Some(owner) = self.aggregator.catalog().resource_owner(&params.uri) {
+                Box::pin(crate::propagation::sync_backend(
+                    &self.aggregator,
+                    &self.sessions,
+                    owner,
+                ))
+                .await;
+            }
             Ok(())
         } else {
             Err(ErrorData::invalid_request("unknown session", None))
@@ -322,7 +329,7 @@ impl ServerHandler for VmcpHandler {
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
-        let response = client.call_tool(params, self.timeout(&backend)).await;
+        let response = client.call_tool(params, self.budget(&backend, &ctx)).await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -352,7 +359,7 @@ impl ServerHandler for VmcpHandler {
         let client = self.backend(&backend)?;
         let call =
             ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
-        let response = client.get_prompt(params, self.timeout(&backend)).await;
+        let response = client.get_prompt(params, self.budget(&backend, &ctx)).await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -382,7 +389,9 @@ impl ServerHandler for VmcpHandler {
             Some(&uri),
             &mut params.meta,
         );
-        let response = client.read_resource(params, self.timeout(&backend)).await;
+        let response = client
+            .read_resource(params, self.budget(&backend, &ctx))
+            .await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
@@ -409,7 +418,7 @@ impl ServerHandler for VmcpHandler {
         };
         let client = self.backend(&backend)?;
         let mut result = client
-            .complete(params, self.timeout(&backend))
+            .complete(params, self.budget(&backend, &ctx))
             .await
             .map_err(|e| client_error(e, is_modern(&ctx)))?;
         result.result_type = Some(ResultType::COMPLETE);

@@ -12,7 +12,10 @@ pub mod sse;
 pub(crate) mod stdio;
 
 pub use client::{
-    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
+    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,
+    OpenError,
 };
-pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
+pub use health::{
+    BackendHealth, CallerKey, CircuitState, HealthSettings, HealthSnapshot, HealthStatus,
+};
 pub use registry::BackendRegistry;
