@@ -131,7 +131,7 @@ async fn an_idle_session_expires_and_releases_its_listener_and_backend_subscript
         "the backend subscription of an expired session is released"
     );
     assert!(
-        wait_for(Duration::from_secs(30), || gw.vmcp.sessions().len() == 0).await,
+        wait_for(Duration::from_secs(30), || gw.vmcp.sessions().is_empty()).await,
         "both idle sessions' listeners are released ({} left)",
         gw.vmcp.sessions().len()
     );
@@ -167,7 +167,7 @@ async fn a_session_past_its_max_lifetime_is_gone_however_busy() {
         "not before its lifetime: {:?}",
         opened.elapsed()
     );
-    assert!(wait_for(Duration::from_secs(10), || gw.vmcp.sessions().len() == 0).await);
+    assert!(wait_for(Duration::from_secs(10), || gw.vmcp.sessions().is_empty()).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

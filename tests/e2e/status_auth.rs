@@ -135,8 +135,7 @@ async fn require_auth_false_opens_the_status_routes_again() {
         gh.url()
     ));
     let error = refused
-        .err()
-        .expect("requireAuth without oidc is invalid")
+        .expect_err("requireAuth without oidc is invalid")
         .to_string();
     assert!(error.contains("status.requireAuth"), "{error}");
 }

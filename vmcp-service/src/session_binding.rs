@@ -199,7 +199,7 @@ impl SessionBindings {
             };
             let now = Instant::now();
             let retired = entry.closing || entry.expired(limits, now) || entry.too_old(limits, now);
-            (entry.tag.clone(), retired)
+            (entry.tag, retired)
         };
         // Verify even when retired, so both answers cost the same.
         let owner = hmac::verify(&self.key, &Self::message(identity), tag.as_ref()).is_ok();

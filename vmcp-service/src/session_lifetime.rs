@@ -24,9 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregator::Aggregator;
 use crate::config::SessionLimits;
-use crate::service::VmcpBody;
 use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
+
+/// The service's response body (`VmcpBody`), named here so the two modules do not
+/// import each other.
+type VmcpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
 
 /// The longest pause between two sweeps.
 const SWEEP_AT_MOST_EVERY: Duration = Duration::from_secs(30);
