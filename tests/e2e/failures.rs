@@ -51,7 +51,7 @@ async fn a_backend_killed_mid_session_gives_a_clean_error() {
     let mut py = py_backend("victim", &[]).await;
     let other = spawn(DemoSpec::new("other", &["echo"]), 0).await.unwrap();
     let gw = gateway(config(&format!(
-        "backends:\n  - {{name: victim, url: '{}'}}\n  - {{name: other, url: '{}'}}\noperational:\n  timeouts: {{default: 5s}}\n  failureHandling: {{healthCheckInterval: 100ms, unhealthyThreshold: 2}}\n",
+        "backends:\n  - {{name: victim, url: '{}'}}\n  - {{name: other, url: '{}'}}\noperational:\n  timeouts: {{default: 5s}}\n  failureHandling: {{healthCheckInterval: 100ms, unhealthyThreshold: 10}}\n",
         py.url,
         other.url()
     )))

@@ -222,7 +222,11 @@ impl BackendClient {
             .await;
         if let Ok(false) = result {
             tracing::info!(backend = %self.name, "backend no longer serves 2026-07-28; re-probing");
-            if let Some(conn) = self.connection.lock().await.clone() {
+            // Take the connection out of the guard first: in `if let`, the guard would
+            // live through the block, and `discard` takes the same lock (a deadlock
+            // that stopped every later check and call of this backend).
+            let current = self.connection.lock().await.clone();
+            if let Some(conn) = current {
                 self.discard(&conn).await;
             }
         }
