@@ -70,6 +70,8 @@ struct Hub {
     legacy: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
     modern: std::sync::Mutex<Vec<rmcp::service::SubscriptionSink>>,
     sent: std::sync::atomic::AtomicU64,
+    /// URIs Legacy clients (the gateway) are subscribed to.
+    subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 /// Which list a [`DemoControl`] change touches.
@@ -173,6 +175,18 @@ impl DemoControl {
     /// Notifications sent so far.
     pub fn sent(&self) -> u64 {
         self.hub.sent.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The URIs Legacy clients are subscribed to (`resources/subscribe` minus
+    /// `resources/unsubscribe`).
+    pub fn subscribed(&self) -> Vec<String> {
+        self.hub
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Open Modern listen streams (those still registered).
@@ -291,18 +305,28 @@ impl ServerHandler for DemoBackend {
     #[allow(deprecated)] // the Legacy subscription mechanism
     async fn subscribe(
         &self,
-        _: rmcp::model::SubscribeRequestParams,
+        params: rmcp::model::SubscribeRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.hub
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(params.uri);
         Ok(())
     }
 
     #[allow(deprecated)] // the Legacy subscription mechanism
     async fn unsubscribe(
         &self,
-        _: rmcp::model::UnsubscribeRequestParams,
+        params: rmcp::model::UnsubscribeRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        self.hub
+            .subscribed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&params.uri);
         Ok(())
     }
 

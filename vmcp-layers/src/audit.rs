@@ -14,7 +14,8 @@
 //! ```
 //!
 //! `outcome` is `denied` for 401/403, `error` for 5xx and for responses that never
-//! finished, `failure` for other 4xx and for JSON-RPC errors, else `success`.
+//! finished, `failure` for other 4xx and for JSON-RPC errors, else `success` (a 202
+//! for an accepted notification, which has no body, included).
 //! Request and response payloads are written only when `includeRequestData` /
 //! `includeResponseData` are set, capped at `maxDataSize` bytes, with values under
 //! secret-looking keys (`token`, `password`, `secret`, `authorization`, …) redacted.
@@ -552,6 +553,8 @@ impl Pending {
             Some(s) if s == StatusCode::UNAUTHORIZED || s == StatusCode::FORBIDDEN => "denied",
             Some(s) if s.is_server_error() => "error",
             Some(s) if s.is_client_error() => "failure",
+            // A notification or response the server accepted (202, no body): done.
+            Some(StatusCode::ACCEPTED) => "success",
             Some(_) if aborted && summary.as_ref().is_none_or(|s| s.bytes == 0) => "error",
             Some(_) if summary.as_ref().is_some_and(|s| is_jsonrpc_error(&s.head)) => "failure",
             Some(_) => "success",

@@ -101,6 +101,14 @@ impl HeaderValidationLayer {
     }
 }
 
+impl HeaderValidationLayer {
+    /// Whether these rules accept the request's `Host`, for routes served outside
+    /// the MCP path (the protected-resource metadata derives its `resource` from it).
+    pub fn allows_host(&self, headers: &HeaderMap, uri_host: Option<&str>) -> bool {
+        self.rules.host_allowed(headers, uri_host)
+    }
+}
+
 impl<S> Layer<S> for HeaderValidationLayer {
     type Service = HeaderValidation<S>;
 

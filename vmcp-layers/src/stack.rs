@@ -306,8 +306,12 @@ impl StackBuilder {
             names.push("gate");
         }
 
+        // The metadata's `resource` may come from the Host: only from a valid one.
         #[allow(unused_mut)]
-        let mut routes = self.metadata.unwrap_or_default();
+        let mut routes = self
+            .metadata
+            .map(|metadata| host_checked(metadata, self.headers.clone()))
+            .unwrap_or_default();
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &self.telemetry
             && telemetry.prometheus_text().is_some()
@@ -347,6 +351,27 @@ impl StackBuilder {
             .merge(layer.routes());
         Stack { router, layer }
     }
+}
+
+/// `routes` answer only requests whose `Host` `headers` accepts (else 403).
+fn host_checked(routes: axum::Router, headers: HeaderValidationLayer) -> axum::Router {
+    routes.route_layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let allowed = headers.allows_host(request.headers(), request.uri().host());
+            async move {
+                if allowed {
+                    next.run(request).await
+                } else {
+                    crate::jsonrpc::error_response(
+                        http::StatusCode::FORBIDDEN,
+                        None,
+                        crate::jsonrpc::INVALID_REQUEST,
+                        "Host header is not allowed",
+                    )
+                }
+            }
+        },
+    ))
 }
 
 #[cfg(feature = "otel")]

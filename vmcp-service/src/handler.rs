@@ -7,6 +7,7 @@
 
 mod admission;
 mod caller;
+mod caller_key;
 mod forward;
 mod observe;
 mod workflow;
@@ -30,8 +31,8 @@ use forward::{LogLevels, drive, wants};
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
-use crate::backend::BackendError;
 use crate::backend::meta::strip_reserved;
+use crate::backend::{BackendError, CallBudget};
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
@@ -107,8 +108,10 @@ impl VmcpHandler {
         })
     }
 
-    fn timeout(&self, backend: &str) -> std::time::Duration {
-        self.aggregator.config().call_timeout(backend)
+    /// The backend's call timeout, on behalf of the caller of `ctx`.
+    fn budget(&self, backend: &str, ctx: &RequestContext<RoleServer>) -> CallBudget {
+        let timeout = self.aggregator.config().call_timeout(backend);
+        CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)))
     }
 }
 
@@ -195,17 +198,21 @@ impl ServerHandler for VmcpHandler {
             ErrorData::invalid_request("resources/subscribe needs a session", None)
         })?;
         if self.sessions.subscribe(&session, &params.uri) {
-            // Subscribe the owning backend before acknowledging, so an update the
-            // backend sends after this answer is not missed.
+            // Subscribe the owning backend (only it: another, stalled one must not
+            // hold this answer) before acknowledging, so an update the backend
+            // sends after this answer is not missed.
             // Boxed: this chain (down to opening a backend listen stream) is the
             // largest of the handler's futures, and rmcp moves the whole handler
             // future into a task for every request, so inline it would cost every
             // call a copy of its size.
-            Box::pin(crate::propagation::sync_subscriptions(
-                &self.aggregator,
-                &self.sessions,
-            ))
-            .await;
+            if let Some(owner) = self.aggregator.catalog().resource_owner(&params.uri) {
+                Box::pin(crate::propagation::sync_backend(
+                    &self.aggregator,
+                    &self.sessions,
+                    owner,
+                ))
+                .await;
+            }
             Ok(())
         } else {
             Err(ErrorData::invalid_request("unknown session", None))
@@ -380,12 +387,12 @@ impl ServerHandler for VmcpHandler {
         let client = self.backend(&backend)?;
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let timeout = self.timeout(&backend);
+        let budget = self.budget(&backend, &ctx);
         let response = drive(&ctx, wants, |relay| {
             self.on_backend(&client, &ctx, move |c| {
                 let params = params.clone();
                 let relay = relay.clone();
-                async move { c.call_tool_relayed(params, timeout, relay).await }
+                async move { c.call_tool_relayed(params, budget, relay).await }
             })
         })
         .await;
@@ -426,12 +433,12 @@ impl ServerHandler for VmcpHandler {
         let call =
             ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let timeout = self.timeout(&backend);
+        let budget = self.budget(&backend, &ctx);
         let response = drive(&ctx, wants, |relay| {
             self.on_backend(&client, &ctx, move |c| {
                 let params = params.clone();
                 let relay = relay.clone();
-                async move { c.get_prompt_relayed(params, timeout, relay).await }
+                async move { c.get_prompt_relayed(params, budget, relay).await }
             })
         })
         .await;
@@ -471,11 +478,11 @@ impl ServerHandler for VmcpHandler {
             Some(&uri),
             &mut params.meta,
         );
-        let timeout = self.timeout(&backend);
+        let budget = self.budget(&backend, &ctx);
         let response = self
             .on_backend(&client, &ctx, |c| {
                 let params = params.clone();
-                async move { c.read_resource(params, timeout).await }
+                async move { c.read_resource(params, budget).await }
             })
             .await;
         call.end(&response);
@@ -508,11 +515,11 @@ impl ServerHandler for VmcpHandler {
             return Ok(CompleteResult::new(CompletionInfo::default()));
         };
         let client = self.backend(&backend)?;
-        let timeout = self.timeout(&backend);
+        let budget = self.budget(&backend, &ctx);
         let mut result = self
             .on_backend(&client, &ctx, |c| {
                 let params = params.clone();
-                async move { c.complete(params, timeout).await }
+                async move { c.complete(params, budget).await }
             })
             .await
             .map_err(|e| client_error(e, is_modern(&ctx)))?;

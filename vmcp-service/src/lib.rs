@@ -50,6 +50,7 @@ mod reload;
 mod router;
 mod service;
 mod session_binding;
+mod session_lifetime;
 mod sessions;
 pub mod status;
 mod templates;

@@ -141,20 +141,26 @@ impl Vmcp {
         let config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
-        let manager = Arc::new(LocalSessionManager::default());
+        // Sessions end by `operational.sessions` (session_lifetime), not by rmcp's
+        // idle keep-alive.
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = None;
+        let manager = Arc::new(manager);
         let bindings = Arc::new(SessionBindings::new());
-        tokio::spawn(crate::session_binding::sweep(
-            Arc::downgrade(&manager),
-            Arc::downgrade(&bindings),
-            Arc::downgrade(&self.sessions),
-            self.shutdown.child_token(),
-        ));
+        let sweep = crate::session_lifetime::Sweep {
+            manager: Arc::downgrade(&manager),
+            bindings: Arc::downgrade(&bindings),
+            sessions: Arc::downgrade(&self.sessions),
+            aggregator: Arc::downgrade(&self.aggregator),
+        };
+        tokio::spawn(sweep.run(self.shutdown.child_token()));
         VmcpService {
-            inner: StreamableHttpService::new(move || Ok(handler.clone()), manager, config),
+            inner: StreamableHttpService::new(move || Ok(handler.clone()), manager.clone(), config),
             bare,
             bindings,
-            sessions: self.sessions.clone(),
+            manager,
             aggregator: self.aggregator.clone(),
+            sessions: self.sessions.clone(),
             edge: Some(edge),
         }
     }
@@ -166,7 +172,9 @@ impl Vmcp {
 
     /// The status routes (`/health`, `/ping`, `/readyz`, `/status`, and `/ui` when
     /// `ui.enabled`) to mount next to the MCP endpoint. `/status` and `/ui` name
-    /// backends and their errors, so they answer loopback `Host`s only.
+    /// backends and their errors, so they answer loopback `Host`s only, and, when
+    /// `status.requireAuth` (default with `incomingAuth: oidc`), bearer tokens the
+    /// MCP endpoint would accept.
     pub fn status_router(&self) -> axum::Router {
         self.status_router_with_hosts(Vec::new())
     }
@@ -174,13 +182,23 @@ impl Vmcp {
     /// [`Vmcp::status_router`] with `/status` and `/ui` also answering these `Host`
     /// names (loopback names always pass; anything else is 403).
     pub fn status_router_with_hosts(&self, hosts: Vec<String>) -> axum::Router {
-        let hosts: Arc<[String]> = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
-        let status = crate::status::router(self.aggregator.clone(), hosts.clone());
-        if self.aggregator.config().ui.enabled {
-            status.merge(crate::status::host_guarded(
-                crate::ui::router(self.aggregator.clone(), self.shutdown.child_token()),
-                hosts,
-            ))
+        let config = self.aggregator.config();
+        let auth = config.status_requires_auth().then(|| {
+            let incoming = config.incoming_auth.clone().unwrap_or_default();
+            incoming.auth_layer().map_err(|e| {
+                tracing::error!("status routes refused: their authentication failed to build: {e}");
+            })
+        });
+        let guard = crate::status::Guard {
+            hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            auth,
+        };
+        let status = crate::status::router(self.aggregator.clone(), &guard);
+        if config.ui.enabled {
+            status.merge(guard.apply(crate::ui::router(
+                self.aggregator.clone(),
+                self.shutdown.child_token(),
+            )))
         } else {
             status
         }
@@ -380,11 +398,14 @@ pub struct VmcpService {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
     /// The door checks made when no layer stack is in front (`bare`).
     bare: crate::bare::BareChecks,
-    /// Who created each Legacy session.
+    /// Who created each Legacy session, and its lifetime.
     bindings: Arc<SessionBindings>,
-    sessions: Arc<Sessions>,
-    /// For the composite step check (`composite::gate`).
+    /// rmcp's sessions, to close those over the cap or past their lifetime.
+    manager: Arc<LocalSessionManager>,
+    /// The configuration the session limits are read from, and the composite step
+    /// check (`composite::gate`).
     aggregator: Arc<Aggregator>,
+    sessions: Arc<Sessions>,
     /// The fast path for plain requests; `None` sends everything to rmcp.
     edge: Option<crate::edge::Edge>,
 }
@@ -439,18 +460,28 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        use crate::session_binding::{Verdict, created_by, identity_of, redirect_to_nowhere};
+        use crate::session_binding::{Use, Verdict, created_by, identity_of, redirect_to_nowhere};
         let inner = self.inner.clone();
         let bindings = self.bindings.clone();
         let sessions = self.sessions.clone();
+        let manager = self.manager.clone();
         let identity = identity_of(&req);
         let session = crate::session_binding::session_of(&req);
-        let mut owner = false;
+        let limits = crate::session_lifetime::limits(&self.aggregator);
+        let delete = req.method() == http::Method::DELETE;
+        let mut in_use = None;
         if let Some(session) = &session {
-            match bindings.verdict(session, identity.as_deref()) {
-                Verdict::Owner => owner = true,
+            match bindings.verdict(session, identity.as_deref(), &limits) {
+                Verdict::Owner => {
+                    let kind = match *req.method() {
+                        http::Method::POST => Use::Call,
+                        http::Method::GET => Use::Stream,
+                        _ => Use::Touch,
+                    };
+                    in_use = Some(bindings.enter(session, kind));
+                }
                 Verdict::Stranger => {
-                    tracing::debug!("a request for a session bound to another caller");
+                    tracing::debug!("a request for a session bound to another caller or retired");
                     redirect_to_nowhere(&mut req);
                 }
             }
@@ -462,8 +493,7 @@ where
         ) {
             return Box::pin(futures::future::ready(Ok(denied_response(body))));
         }
-        let delete = req.method() == http::Method::DELETE;
-        let deleting = owner && delete;
+        let deleting = in_use.is_some() && delete;
         let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
         let listen = crate::listen_filter::admission(&req);
         // Behind the stack the parse layer's request is the one parse; when bare, the
@@ -510,8 +540,18 @@ where
             }
             match &session {
                 None => {
-                    if let Some(created) = created_by(&response) {
-                        bindings.bind(&created, identity.as_deref());
+                    if let Some(created) = created_by(&response)
+                        && !bindings.bind(&created, identity.as_deref(), limits.max_sessions)
+                    {
+                        tracing::warn!(
+                            cap = limits.max_sessions,
+                            "refused a new Legacy session: operational.sessions.maxSessions reached"
+                        );
+                        crate::session_lifetime::close(&manager, &bindings, &sessions, &created)
+                            .await;
+                        return Ok(crate::session_lifetime::over_cap(
+                            bindings.next_retirement(&limits),
+                        ));
                     }
                 }
                 Some(session) if deleting && response.status().is_success() => {
@@ -520,7 +560,10 @@ where
                 }
                 Some(_) => {}
             }
-            Ok(response)
+            Ok(match in_use.flatten() {
+                Some(guard) => crate::session_lifetime::hold_while_open(response, guard),
+                None => response,
+            })
         })
     }
 }

@@ -14,21 +14,62 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use aws_lc_rs::hmac;
 use http::{HeaderValue, Request, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use vmcp_layers::Identity;
 
-use crate::sessions::Sessions;
+use crate::config::SessionLimits;
 
 /// The Legacy session header.
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
-/// The caller identities of live Legacy sessions, keyed by `Mcp-Session-Id`.
+/// One live Legacy session: who created it, and what its lifetime policy needs.
+struct Entry {
+    tag: hmac::Tag,
+    created: Instant,
+    /// The start or end of its latest request (the sliding idle TTL counts from here).
+    last_seen: Instant,
+    /// POST responses still streaming: a call in flight keeps the session.
+    calls: u32,
+    /// Open GET streams: a client listening is not idle.
+    streams: u32,
+    /// Chosen for closing: takes no new requests.
+    closing: bool,
+}
+
+impl Entry {
+    /// Whether `limits` retire this session at `now` (and it may be closed now).
+    fn expired(&self, limits: &SessionLimits, now: Instant) -> bool {
+        let idle = self.calls == 0
+            && self.streams == 0
+            && now.saturating_duration_since(self.last_seen) >= limits.ttl;
+        idle || (self.calls == 0 && self.too_old(limits, now))
+    }
+
+    fn too_old(&self, limits: &SessionLimits, now: Instant) -> bool {
+        limits
+            .max_lifetime
+            .is_some_and(|max| now.saturating_duration_since(self.created) >= max)
+    }
+
+    /// When this session could be retired, if nothing else happens.
+    fn retires_at(&self, limits: &SessionLimits) -> Option<Instant> {
+        let idle = (self.calls == 0 && self.streams == 0).then(|| self.last_seen + limits.ttl);
+        let old = limits.max_lifetime.map(|max| self.created + max);
+        match (idle, old) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// The caller identities and lifetimes of live Legacy sessions, keyed by
+/// `Mcp-Session-Id`.
 pub(crate) struct SessionBindings {
     key: hmac::Key,
-    bound: Mutex<HashMap<String, hmac::Tag>>,
+    bound: Mutex<HashMap<String, Entry>>,
 }
 
 impl std::fmt::Debug for SessionBindings {
@@ -44,8 +85,41 @@ impl std::fmt::Debug for SessionBindings {
 pub(crate) enum Verdict {
     /// Its caller created the session (or the session is unknown here: rmcp answers).
     Owner,
-    /// Another caller: treat the session as unknown.
+    /// Another caller, or a session past its lifetime: treat the session as unknown.
     Stranger,
+}
+
+/// What a request holds on its session while its response is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Use {
+    /// A POST: a call in flight.
+    Call,
+    /// A GET stream: a client listening.
+    Stream,
+    /// Anything else (DELETE): refreshes the idle clock only.
+    Touch,
+}
+
+/// Held while a request's response is open; releases its use of the session and
+/// restarts the idle clock when dropped.
+pub(crate) struct InUse {
+    bindings: Arc<SessionBindings>,
+    session: String,
+    kind: Use,
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let mut bound = self.bindings.bound();
+        if let Some(entry) = bound.get_mut(&self.session) {
+            match self.kind {
+                Use::Call => entry.calls = entry.calls.saturating_sub(1),
+                Use::Stream => entry.streams = entry.streams.saturating_sub(1),
+                Use::Touch => {}
+            }
+            entry.last_seen = Instant::now();
+        }
+    }
 }
 
 impl SessionBindings {
@@ -60,7 +134,7 @@ impl SessionBindings {
         }
     }
 
-    fn bound(&self) -> std::sync::MutexGuard<'_, HashMap<String, hmac::Tag>> {
+    fn bound(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.bound.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -82,10 +156,27 @@ impl SessionBindings {
         }
     }
 
-    /// Bind a new session to its creator.
-    pub(crate) fn bind(&self, session: &str, identity: Option<&Identity>) {
+    /// Bind a new session to its creator, unless `cap` sessions are live already
+    /// (then `false`: the caller closes it and answers 503).
+    pub(crate) fn bind(&self, session: &str, identity: Option<&Identity>, cap: usize) -> bool {
         let tag = hmac::sign(&self.key, &Self::message(identity));
-        self.bound().insert(session.to_owned(), tag);
+        let now = Instant::now();
+        let mut bound = self.bound();
+        if bound.len() >= cap {
+            return false;
+        }
+        bound.insert(
+            session.to_owned(),
+            Entry {
+                tag,
+                created: now,
+                last_seen: now,
+                calls: 0,
+                streams: 0,
+                closing: false,
+            },
+        );
+        true
     }
 
     /// Forget a session (deleted or expired).
@@ -93,15 +184,72 @@ impl SessionBindings {
         self.bound().remove(session);
     }
 
-    /// Whether `identity` may use `session`.
-    pub(crate) fn verdict(&self, session: &str, identity: Option<&Identity>) -> Verdict {
-        let Some(tag) = self.bound().get(session).cloned() else {
-            return Verdict::Owner;
+    /// Whether `identity` may use `session` now. An owner's request past the
+    /// session's lifetime is a stranger's too: the session is as good as gone.
+    pub(crate) fn verdict(
+        &self,
+        session: &str,
+        identity: Option<&Identity>,
+        limits: &SessionLimits,
+    ) -> Verdict {
+        let (tag, retired) = {
+            let bound = self.bound();
+            let Some(entry) = bound.get(session) else {
+                return Verdict::Owner;
+            };
+            let now = Instant::now();
+            let retired = entry.closing || entry.expired(limits, now) || entry.too_old(limits, now);
+            (entry.tag, retired)
         };
-        match hmac::verify(&self.key, &Self::message(identity), tag.as_ref()) {
-            Ok(()) => Verdict::Owner,
-            Err(_) => Verdict::Stranger,
+        // Verify even when retired, so both answers cost the same.
+        let owner = hmac::verify(&self.key, &Self::message(identity), tag.as_ref()).is_ok();
+        if owner && !retired {
+            Verdict::Owner
+        } else {
+            Verdict::Stranger
         }
+    }
+
+    /// Record the start of an owner's request on `session`; the guard ends it.
+    pub(crate) fn enter(self: &Arc<Self>, session: &str, kind: Use) -> Option<InUse> {
+        let mut bound = self.bound();
+        let entry = bound.get_mut(session)?;
+        match kind {
+            Use::Call => entry.calls += 1,
+            Use::Stream => entry.streams += 1,
+            Use::Touch => {}
+        }
+        entry.last_seen = Instant::now();
+        Some(InUse {
+            bindings: self.clone(),
+            session: session.to_owned(),
+            kind,
+        })
+    }
+
+    /// Mark the sessions `limits` retire now as closing; their ids.
+    pub(crate) fn retire(&self, limits: &SessionLimits) -> Vec<String> {
+        let now = Instant::now();
+        let mut bound = self.bound();
+        bound
+            .iter_mut()
+            .filter(|(_, entry)| !entry.closing && entry.expired(limits, now))
+            .map(|(session, entry)| {
+                entry.closing = true;
+                session.clone()
+            })
+            .collect()
+    }
+
+    /// How long until some session can be retired (for `Retry-After`), at most `ttl`.
+    pub(crate) fn next_retirement(&self, limits: &SessionLimits) -> Duration {
+        let now = Instant::now();
+        self.bound()
+            .values()
+            .filter_map(|entry| entry.retires_at(limits))
+            .min()
+            .map_or(limits.ttl, |at| at.saturating_duration_since(now))
+            .min(limits.ttl)
     }
 
     /// Drop the bindings of sessions for which `alive` is false; the dropped ids.
@@ -117,6 +265,11 @@ impl SessionBindings {
         gone
     }
 
+    /// Whether `session` is bound here.
+    pub(crate) fn contains(&self, session: &str) -> bool {
+        self.bound().contains_key(session)
+    }
+
     /// Number of bound sessions.
     pub(crate) fn len(&self) -> usize {
         self.bound().len()
@@ -127,44 +280,6 @@ fn uuid_bytes() -> Vec<u8> {
     let mut bytes = uuid::Uuid::new_v4().as_bytes().to_vec();
     bytes.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
     bytes
-}
-
-/// How often sessions rmcp has expired are looked for.
-const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Forget the bindings and listeners of sessions rmcp no longer has (idle expiry),
-/// until `stop` or until the service is gone.
-pub(crate) async fn sweep(
-    manager: std::sync::Weak<LocalSessionManager>,
-    bindings: std::sync::Weak<SessionBindings>,
-    sessions: std::sync::Weak<Sessions>,
-    stop: tokio_util::sync::CancellationToken,
-) {
-    let mut tick = tokio::time::interval(SWEEP_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = stop.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-        let (Some(manager), Some(bindings)) = (manager.upgrade(), bindings.upgrade()) else {
-            return;
-        };
-        let live: std::collections::HashSet<String> = manager
-            .sessions
-            .read()
-            .await
-            .keys()
-            .map(|id| id.to_string())
-            .collect();
-        // Only this service's sessions: another mount of the same gateway has its own.
-        let gone = bindings.retain(|session| live.contains(session));
-        if let Some(sessions) = sessions.upgrade() {
-            for session in gone {
-                sessions.remove_legacy(&session);
-            }
-        }
-    }
 }
 
 /// The session id a request carries, if any.
@@ -210,21 +325,31 @@ mod tests {
         }
     }
 
+    const CAP: usize = 10;
+
+    fn limits() -> SessionLimits {
+        SessionLimits::default()
+    }
+
     #[test]
     fn only_the_creator_matches() {
         let bindings = SessionBindings::new();
+        let limits = &limits();
         let alice = who("https://idp", "alice");
-        bindings.bind("s1", Some(&alice));
-        assert_eq!(bindings.verdict("s1", Some(&alice)), Verdict::Owner);
+        bindings.bind("s1", Some(&alice), CAP);
+        assert_eq!(bindings.verdict("s1", Some(&alice), limits), Verdict::Owner);
         // Same subject from another issuer, another subject, and anonymous.
         for other in [who("https://other", "alice"), who("https://idp", "bob")] {
-            assert_eq!(bindings.verdict("s1", Some(&other)), Verdict::Stranger);
+            assert_eq!(
+                bindings.verdict("s1", Some(&other), limits),
+                Verdict::Stranger
+            );
         }
-        assert_eq!(bindings.verdict("s1", None), Verdict::Stranger);
+        assert_eq!(bindings.verdict("s1", None, limits), Verdict::Stranger);
         // Issuer "a\0" + subject "b" must not collide with "a" + "\0b".
-        bindings.bind("s2", Some(&who("a\0", "b")));
+        bindings.bind("s2", Some(&who("a\0", "b")), CAP);
         assert_eq!(
-            bindings.verdict("s2", Some(&who("a", "\0b"))),
+            bindings.verdict("s2", Some(&who("a", "\0b")), limits),
             Verdict::Stranger
         );
     }
@@ -232,14 +357,15 @@ mod tests {
     #[test]
     fn anonymous_sessions_refuse_a_token() {
         let bindings = SessionBindings::new();
-        bindings.bind("anon", Some(&Identity::anonymous()));
-        assert_eq!(bindings.verdict("anon", None), Verdict::Owner);
+        let limits = &limits();
+        bindings.bind("anon", Some(&Identity::anonymous()), CAP);
+        assert_eq!(bindings.verdict("anon", None, limits), Verdict::Owner);
         assert_eq!(
-            bindings.verdict("anon", Some(&Identity::anonymous())),
+            bindings.verdict("anon", Some(&Identity::anonymous()), limits),
             Verdict::Owner
         );
         assert_eq!(
-            bindings.verdict("anon", Some(&who("https://idp", "alice"))),
+            bindings.verdict("anon", Some(&who("https://idp", "alice")), limits),
             Verdict::Stranger
         );
         bindings.unbind("anon");

@@ -223,8 +223,8 @@ async fn status(State(aggregator): State<Arc<Aggregator>>) -> Response {
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
 /// `/status` names backends and their errors, so it answers only loopback `Host`s
 /// and `hosts` (DNS rebinding, as the MCP endpoint); anything else is 403.
-pub(crate) fn router(aggregator: Arc<Aggregator>, hosts: Arc<[String]>) -> axum::Router {
-    let status_routes = host_guarded(axum::Router::new().route("/status", get(status)), hosts);
+pub(crate) fn router(aggregator: Arc<Aggregator>, guard: &Guard) -> axum::Router {
+    let status_routes = guard.apply(axum::Router::new().route("/status", get(status)));
     axum::Router::new()
         .route("/health", get(alive))
         .route("/ping", get(alive))
@@ -233,9 +233,45 @@ pub(crate) fn router(aggregator: Arc<Aggregator>, hosts: Arc<[String]>) -> axum:
         .with_state(aggregator)
 }
 
+/// What the routes naming backends (`/status`, `/ui`, `/ui/events`) check: the
+/// `Host` (403), then, when `status.requireAuth`, the `/mcp` bearer token (401).
+#[derive(Clone)]
+pub(crate) struct Guard {
+    /// Allowed `Host` names besides loopback (lower-case, no port).
+    pub(crate) hosts: Arc<[String]>,
+    /// The authentication required, if any; `Err` when it could not be built (then
+    /// the routes answer 503 rather than open).
+    pub(crate) auth: Option<Result<vmcp_layers::auth::AuthLayer, ()>>,
+}
+
+impl Guard {
+    /// `router` behind the Host check and, if required, authentication.
+    pub(crate) fn apply<S: Clone + Send + Sync + 'static>(
+        &self,
+        router: axum::Router<S>,
+    ) -> axum::Router<S> {
+        let router = match &self.auth {
+            None => router,
+            Some(Ok(auth)) => router.route_layer(auth.clone()),
+            Some(Err(())) => router.route_layer(axum::middleware::from_fn(
+                |_: axum::extract::Request, _: axum::middleware::Next| async {
+                    no_store(
+                        (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            "status authentication unavailable",
+                        )
+                            .into_response(),
+                    )
+                },
+            )),
+        };
+        host_guarded(router, self.hosts.clone())
+    }
+}
+
 /// `router`'s routes answer only requests whose `Host` is loopback or one of `hosts`
 /// (lower-case names, no port); anything else is 403.
-pub(crate) fn host_guarded<S: Clone + Send + Sync + 'static>(
+fn host_guarded<S: Clone + Send + Sync + 'static>(
     router: axum::Router<S>,
     hosts: Arc<[String]>,
 ) -> axum::Router<S> {

@@ -92,6 +92,27 @@ impl IncomingAuthConfig {
             authz.validate("incomingAuth.authz", errors);
         }
     }
+
+    /// The authentication this section configures, as a layer of its own (for
+    /// routes outside the MCP pipeline, such as `/status`): bearer JWTs when `oidc`,
+    /// anonymous otherwise. Fails only when the OIDC CA bundle cannot be read.
+    pub fn auth_layer(&self) -> Result<super::AuthLayer, crate::tls::TlsError> {
+        match (self.kind.as_str(), &self.oidc) {
+            ("oidc", Some(oidc)) => {
+                let group_claim = self
+                    .authz
+                    .as_ref()
+                    .and_then(|a| a.group_claim_name.as_deref());
+                let validator =
+                    super::JwtValidator::new(oidc.settings(group_claim), oidc.http_client()?);
+                Ok(super::AuthLayer::jwt(
+                    std::sync::Arc::new(validator),
+                    oidc.resource.clone(),
+                ))
+            }
+            _ => Ok(super::AuthLayer::anonymous()),
+        }
+    }
 }
 
 impl OidcConfig {

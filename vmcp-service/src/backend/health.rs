@@ -131,7 +131,18 @@ struct State {
     last_error: Option<String>,
     circuit: CircuitState,
     opened_at: Option<Instant>,
+    /// Callers whose calls timed out since the last successful call: one caller's
+    /// slow calls count once, so they cannot make the backend unhealthy for all.
+    timed_out_callers: Vec<CallerKey>,
 }
+
+/// Who made a call, for telling one caller's timeouts from a backend's (a keyed
+/// digest of the caller's identity or session; never the identity itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CallerKey(pub u64);
+
+/// The most callers remembered per backend between two successful calls.
+const MAX_TIMED_OUT_CALLERS: usize = 64;
 
 impl State {
     fn recompute(&mut self, settings: &HealthSettings) {
@@ -186,6 +197,7 @@ impl BackendHealth {
                 last_error: None,
                 circuit: CircuitState::Closed,
                 opened_at: None,
+                timed_out_callers: Vec::new(),
             }),
             events,
         }
@@ -264,6 +276,7 @@ impl BackendHealth {
         match source {
             Source::Call => {
                 s.call_failures = 0;
+                s.timed_out_callers.clear();
                 s.circuit = CircuitState::Closed;
             }
             Source::Check => {
@@ -322,6 +335,26 @@ impl BackendHealth {
         let after = s.status;
         drop(s);
         self.announce(before, after);
+    }
+
+    /// Record a call that ran out of time. A timeout from a caller whose calls
+    /// already timed out since the last successful call is not counted again: a
+    /// caller's slow calls (a long-running tool, a huge read) are that caller's
+    /// problem, while timeouts across callers, or from vmcp's own requests
+    /// (`caller` `None`), are the backend's. Check failures count as always.
+    pub fn record_timeout(&self, caller: Option<CallerKey>, error: &str) {
+        if let Some(caller) = caller {
+            let mut s = self.state();
+            if s.timed_out_callers.contains(&caller) {
+                s.last_error = Some(error.to_owned());
+                s.last_check = Some(SystemTime::now());
+                return;
+            }
+            if s.timed_out_callers.len() < MAX_TIMED_OUT_CALLERS {
+                s.timed_out_callers.push(caller);
+            }
+        }
+        self.record_failure(Source::Call, error, false);
     }
 
     fn announce(&self, before: HealthStatus, after: HealthStatus) {
@@ -400,6 +433,27 @@ mod tests {
         assert_eq!(h.status(), HealthStatus::Unhealthy);
         h.record_success(Source::Call, FAST);
         assert_eq!(h.status(), HealthStatus::Healthy);
+    }
+
+    #[test]
+    fn one_callers_timeouts_count_once_timeouts_across_callers_add_up() {
+        let (h, _rx) = health(None);
+        h.record_success(Source::Check, FAST);
+        for _ in 0..10 {
+            h.record_timeout(Some(CallerKey(1)), "timeout");
+        }
+        assert_eq!(h.status(), HealthStatus::Healthy, "one slow caller");
+        h.record_timeout(Some(CallerKey(2)), "timeout");
+        assert_eq!(h.status(), HealthStatus::Healthy, "two callers");
+        h.record_timeout(Some(CallerKey(3)), "timeout");
+        assert_eq!(h.status(), HealthStatus::Unhealthy, "three callers");
+        h.record_success(Source::Call, FAST);
+        assert_eq!(h.status(), HealthStatus::Healthy);
+        // vmcp's own requests (listings) are no one caller's.
+        for _ in 0..3 {
+            h.record_timeout(None, "timeout");
+        }
+        assert_eq!(h.status(), HealthStatus::Unhealthy);
     }
 
     #[test]

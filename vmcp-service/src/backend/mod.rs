@@ -18,8 +18,11 @@ pub(crate) mod stdio;
 
 pub use callers::Caller;
 pub use client::{
-    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, OpenError,
+    BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,
+    OpenError,
 };
 pub use exchange::ExchangeError;
-pub use health::{BackendHealth, CircuitState, HealthSettings, HealthSnapshot, HealthStatus};
+pub use health::{
+    BackendHealth, CallerKey, CircuitState, HealthSettings, HealthSnapshot, HealthStatus,
+};
 pub use registry::BackendRegistry;

@@ -297,9 +297,20 @@ fn header_names(names: &[String]) -> Arc<[HeaderName]> {
         .collect()
 }
 
+/// The shared client's settings. A connect timeout, so an unreachable host fails
+/// fast; TCP keep-alive, so a peer that vanished is noticed on idle streams. No read
+/// timeout: backend event streams (Legacy GET, `subscriptions/listen`) are
+/// long-lived and may be idle for minutes; every request carries its own deadline
+/// (`operational.timeouts`) instead.
 fn backend_client_builder() -> reqwest::ClientBuilder {
-    reqwest::Client::builder().pool_max_idle_per_host(64)
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .connect_timeout(BACKEND_CONNECT_TIMEOUT)
+        .tcp_keepalive(std::time::Duration::from_secs(30))
 }
+
+/// Bound on one TCP (and TLS) connect to a backend.
+const BACKEND_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A backend HTTP client: the shared TLS rules plus `extra` trust anchors.
 fn http_client(extra: Option<&CaBundle>) -> Result<reqwest::Client, TlsError> {

@@ -10,6 +10,7 @@ mod hints;
 mod limits;
 mod outgoing;
 pub mod schema;
+mod sessions;
 mod spelling;
 mod stdio;
 mod validate;
@@ -26,6 +27,9 @@ pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret,
     TokenExchangeConfig, validate_passthrough,
+};
+pub use sessions::{
+    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
 };
 pub use stdio::{EnvValue, find_executable};
 pub use validate::{ConfigError, validate};
@@ -75,6 +79,9 @@ pub struct VmcpConfig {
     /// Multi-step workflows advertised as tools (docs/composite-tools.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub composite_tools: Vec<composite::CompositeToolConfig>,
+    /// Authentication of the status routes.
+    #[serde(default)]
+    pub status: StatusConfig,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
@@ -240,6 +247,9 @@ pub struct OperationalConfig {
     /// Health checks and the circuit breaker.
     #[serde(default)]
     pub failure_handling: FailureHandlingConfig,
+    /// Legacy session idle TTL, absolute lifetime and cap.
+    #[serde(default)]
+    pub sessions: SessionsConfig,
 }
 
 /// `operational.failureHandling`.
@@ -353,6 +363,16 @@ impl VmcpConfig {
             .tools
             .iter()
             .find(|t| t.workload == backend)
+    }
+
+    /// Whether `/status`, `/ui` and `/ui/events` require the `/mcp` bearer token:
+    /// `status.requireAuth`, by default on exactly when `incomingAuth` is `oidc`.
+    pub fn status_requires_auth(&self) -> bool {
+        let oidc = self
+            .incoming_auth
+            .as_ref()
+            .is_some_and(|a| a.kind == "oidc");
+        self.status.require_auth.unwrap_or(oidc)
     }
 
     /// The page size of gateway-paginated lists.

@@ -211,6 +211,17 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
             ));
         }
     }
+    config.operational.sessions.validate(&mut errors);
+    let oidc = config
+        .incoming_auth
+        .as_ref()
+        .is_some_and(|a| a.kind == "oidc");
+    if config.status.require_auth == Some(true) && !oidc {
+        errors.push(
+            "status.requireAuth needs incomingAuth.type \"oidc\" (no token to check otherwise)"
+                .into(),
+        );
+    }
     if let Some(auth) = &config.incoming_auth {
         auth.validate(&mut errors);
     }

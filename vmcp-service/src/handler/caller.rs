@@ -55,7 +55,11 @@ impl VmcpHandler {
             client.refuse_credentials().await;
             result = Box::pin(op(client)).await;
         }
-        shared.record_call(&result, started.elapsed());
+        shared.record_call(
+            Some(super::caller_key::caller_key(ctx)),
+            &result,
+            started.elapsed(),
+        );
         result
     }
 }

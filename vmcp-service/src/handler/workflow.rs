@@ -36,6 +36,8 @@ struct Steps {
     calls: Option<BackendCalls>,
     audit: Option<WorkflowAudit>,
     identity: Option<Arc<Identity>>,
+    /// The caller, for the health model's count of timeouts.
+    caller: crate::backend::CallerKey,
     modern: bool,
 }
 
@@ -58,6 +60,7 @@ impl StepCaller for Steps {
         let handler = self.handler.clone();
         let calls = self.calls.clone();
         let modern = self.modern;
+        let caller = self.caller;
         Box::pin(async move {
             let backend = entry.route.backend.clone();
             let client = handler
@@ -72,7 +75,15 @@ impl StepCaller for Steps {
                 Some(&entry.tool.name),
                 &mut params.meta,
             );
-            let response = client.call_tool(params, handler.timeout(&backend)).await;
+            let response = client
+                .call_tool(
+                    params,
+                    crate::backend::CallBudget::for_caller(
+                        handler.aggregator.config().call_timeout(&backend),
+                        Some(caller),
+                    ),
+                )
+                .await;
             call.end(&response);
             match response.map_err(|e| client_error(e, modern).message.to_string())? {
                 CallToolResponse::Complete(result) => Ok(result),
@@ -124,6 +135,7 @@ impl VmcpHandler {
             calls: extension::<BackendCalls>(ctx).cloned(),
             audit: extension::<WorkflowAudit>(ctx).cloned(),
             identity: extension::<Arc<Identity>>(ctx).cloned(),
+            caller: super::caller_key::caller_key(ctx),
             modern: is_modern(ctx),
         };
         let name = workflow.config.name.clone();

@@ -26,18 +26,20 @@ use vmcp_layers::McpRevision;
 
 use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
-use super::health::{BackendHealth, HealthSettings, Source};
+use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
 use super::hints::CacheHint;
 use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
 use crate::config::{BackendConfig, Transport};
 
+mod budget;
 mod direct;
 mod error;
 mod subscriptions;
 mod tap;
 
+pub use budget::CallBudget;
 use direct::DirectHttp;
 pub use error::{BackendError, OpenError};
 use error::{is_session_expired, is_unreachable};
@@ -155,6 +157,8 @@ pub struct BackendClient {
     subscriptions: std::sync::Mutex<BTreeSet<String>>,
     /// Held while a new subscription set is applied (see `set_subscriptions`).
     applying_subscriptions: Mutex<()>,
+    /// Set when the last application did not go through entirely (to retry it).
+    subscriptions_incomplete: std::sync::atomic::AtomicBool,
     /// The child process of a `stdio` backend.
     stdio: Option<Arc<Supervisor>>,
     /// Credentials that change over time (exchanged or client-credentials tokens):
@@ -196,6 +200,7 @@ impl BackendClient {
             subscriptions: std::sync::Mutex::new(BTreeSet::new()),
             applying_subscriptions: Mutex::new(()),
             credentials: None,
+            subscriptions_incomplete: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -230,8 +235,13 @@ impl BackendClient {
 
     /// Feed the outcome of a call made on a per-caller connection into this
     /// (shared) backend's health.
-    pub(crate) fn record_call<T>(&self, result: &Result<T, BackendError>, latency: Duration) {
-        self.record(Source::Call, result, latency);
+    pub(crate) fn record_call<T>(
+        &self,
+        caller: Option<CallerKey>,
+        result: &Result<T, BackendError>,
+        latency: Duration,
+    ) {
+        self.record(Source::Call, caller, result, latency);
     }
 
     /// The backend's health record.
@@ -273,11 +283,20 @@ impl BackendClient {
                 self.discard(&conn).await;
             }
         }
-        self.record(Source::Check, &result, started.elapsed());
+        self.record(Source::Check, None, &result, started.elapsed());
     }
 
-    fn record<T>(&self, source: Source, result: &Result<T, BackendError>, latency: Duration) {
+    fn record<T>(
+        &self,
+        source: Source,
+        caller: Option<CallerKey>,
+        result: &Result<T, BackendError>,
+        latency: Duration,
+    ) {
         match result {
+            Err(e @ BackendError::Timeout { .. }) if source == Source::Call => {
+                self.health.record_timeout(caller, &e.summary());
+            }
             Err(e) if e.is_backend_failure() => {
                 let refused = self.auth_refused.load(std::sync::atomic::Ordering::Relaxed);
                 self.health.record_failure(source, &e.summary(), refused);
@@ -359,7 +378,9 @@ impl BackendClient {
                 tracing::info!(backend = %self.name, revision = %conn.revision, "backend connected");
                 *slot = Some(conn.clone());
                 drop(slot);
-                self.apply_subscriptions(&conn).await;
+                // Within the caller's deadline too.
+                self.apply_subscriptions(&conn, crate::config::DEFAULT_CALL_TIMEOUT)
+                    .await;
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
             }
@@ -473,6 +494,21 @@ impl BackendClient {
         }
     }
 
+    /// [`Self::discard`] without waiting long: the slot may be held by another
+    /// caller reconnecting to the same stalled backend (bounded only by that
+    /// caller's deadline), and this caller's answer must not wait for it. If the
+    /// wait is cut short, the holder replaces the connection or the next timeout
+    /// discards it.
+    async fn discard_soon(&self, conn: &Arc<Connection>) {
+        const DISCARD_WAIT: Duration = Duration::from_millis(100);
+        if tokio::time::timeout(DISCARD_WAIT, self.discard(conn))
+            .await
+            .is_err()
+        {
+            tracing::debug!(backend = %self.name, "connection busy; not discarded now");
+        }
+    }
+
     /// Close the connection, if any. A `stdio` backend's process group is gone when
     /// this returns.
     pub(crate) async fn close(&self) {
@@ -499,7 +535,7 @@ impl BackendClient {
                         || error.code.0 == UNSUPPORTED_PROTOCOL_VERSION)
                 {
                     tracing::info!(backend = %self.name, code = error.code.0, "Modern backend answered like a Legacy one; re-probing");
-                    self.discard(conn).await;
+                    self.discard_soon(conn).await;
                 }
                 BackendError::Mcp {
                     backend: self.name.clone(),
@@ -511,7 +547,7 @@ impl BackendClient {
                 timeout,
             },
             other => {
-                self.discard(conn).await;
+                self.discard_soon(conn).await;
                 BackendError::Transport {
                     backend: self.name.clone(),
                     source: other,
@@ -524,7 +560,7 @@ impl BackendClient {
     ///
     /// A request the backend rejected because our session expired was not executed,
     /// so it is retried once on a fresh (re-probed) connection.
-    async fn run<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
+    async fn run<T, F, Fut>(&self, budget: CallBudget, op: F) -> Result<T, BackendError>
     where
         F: Fn(Arc<Connection>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
@@ -536,8 +572,8 @@ impl BackendClient {
         }
         let started = std::time::Instant::now();
         // Boxed: see `call_futures_stay_small`.
-        let result = Box::pin(self.run_unrecorded(timeout, op)).await;
-        self.record(Source::Call, &result, started.elapsed());
+        let result = Box::pin(self.run_unrecorded(budget.timeout, op)).await;
+        self.record(Source::Call, budget.caller, &result, started.elapsed());
         result
     }
 
@@ -563,7 +599,7 @@ impl BackendClient {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(error)) if !retried && refused_unrun(&conn, &error) => {
                     tracing::info!(backend = %self.name, "backend refused the request without running it ({error}); reconnecting");
-                    self.discard(&conn).await;
+                    self.discard_soon(&conn).await;
                     retried = true;
                 }
                 Ok(Err(error)) => return Err(self.fail(&conn, error).await),
@@ -573,7 +609,7 @@ impl BackendClient {
                     // like this (a Legacy-only server refusing a stateless request, a
                     // restarted server answering an unknown session with 400).
                     // Calls still in flight keep the old connection until they end.
-                    self.discard(&conn).await;
+                    self.discard_soon(&conn).await;
                     return Err(timed_out());
                 }
             }
@@ -589,7 +625,7 @@ impl BackendClient {
         timeout: Duration,
     ) -> Result<BackendCapabilities, BackendError> {
         let attempt = || {
-            self.run(timeout, |conn| async move {
+            self.run(timeout.into(), |conn| async move {
                 let caps = &conn.capabilities;
                 let peer = &conn.service;
                 let mut out = BackendCapabilities {
@@ -631,9 +667,9 @@ impl BackendClient {
     pub async fn call_tool(
         &self,
         params: CallToolRequestParams,
-        timeout: Duration,
+        budget: impl Into<CallBudget>,
     ) -> Result<CallToolResponse, BackendError> {
-        self.call_tool_relayed(params, timeout, None).await
+        self.call_tool_relayed(params, budget, None).await
     }
 
     /// [`Self::call_tool`], with the call's progress and logs relayed to `relay`
@@ -641,10 +677,10 @@ impl BackendClient {
     pub(crate) async fn call_tool_relayed(
         &self,
         params: CallToolRequestParams,
-        timeout: Duration,
+        budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<CallToolResponse, BackendError> {
-        self.run(timeout, |conn| {
+        self.run(budget.into(), |conn| {
             let params = params.clone();
             let relay = relay.clone();
             async move {
@@ -662,19 +698,19 @@ impl BackendClient {
     pub async fn get_prompt(
         &self,
         params: GetPromptRequestParams,
-        timeout: Duration,
+        budget: impl Into<CallBudget>,
     ) -> Result<GetPromptResponse, BackendError> {
-        self.get_prompt_relayed(params, timeout, None).await
+        self.get_prompt_relayed(params, budget, None).await
     }
 
     /// [`Self::get_prompt`] with a relay (see [`Self::call_tool_relayed`]).
     pub(crate) async fn get_prompt_relayed(
         &self,
         params: GetPromptRequestParams,
-        timeout: Duration,
+        budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<GetPromptResponse, BackendError> {
-        self.run(timeout, |conn| {
+        self.run(budget.into(), |conn| {
             let params = params.clone();
             let relay = relay.clone();
             async move {
@@ -694,9 +730,9 @@ impl BackendClient {
     pub async fn read_resource(
         &self,
         params: ReadResourceRequestParams,
-        timeout: Duration,
+        budget: impl Into<CallBudget>,
     ) -> Result<ReadResourceResponse, BackendError> {
-        self.run(timeout, |conn| {
+        self.run(budget.into(), |conn| {
             let params = params.clone();
             async move { conn.service.read_resource_once(params).await }
         })
@@ -707,9 +743,9 @@ impl BackendClient {
     pub async fn complete(
         &self,
         params: CompleteRequestParams,
-        timeout: Duration,
+        budget: impl Into<CallBudget>,
     ) -> Result<CompleteResult, BackendError> {
-        self.run(timeout, |conn| {
+        self.run(budget.into(), |conn| {
             let params = params.clone();
             async move { conn.service.complete(params).await }
         })

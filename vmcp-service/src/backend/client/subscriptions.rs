@@ -6,6 +6,8 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use rmcp::RoleClient;
 use rmcp::service::ServiceError;
@@ -20,34 +22,50 @@ impl BackendClient {
     ///
     /// Calls are serialised: one that finds the set unchanged returns only after the
     /// call that changed it has applied it, so whoever acknowledges a client
-    /// subscription after this returns knows the backend is subscribed.
-    pub async fn set_subscriptions(&self, uris: BTreeSet<String>) {
-        let _applying = self.applying_subscriptions.lock().await;
+    /// subscription after this returns knows the backend is subscribed. Every wait
+    /// (for that call, for the connection, for each backend request) is bounded by
+    /// `timeout`: a stalled backend delays only its own subscriptions, and what did
+    /// not go through is retried by the next call.
+    pub async fn set_subscriptions(&self, uris: BTreeSet<String>, timeout: Duration) {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let Ok(_applying) =
+            tokio::time::timeout_at(deadline, self.applying_subscriptions.lock()).await
+        else {
+            tracing::warn!(backend = %self.name, "subscriptions not applied: backend busy past {timeout:?}");
+            return;
+        };
         let changed = {
             let mut current = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
             let changed = *current != uris;
             *current = uris;
             changed
         };
-        if !changed {
+        if !changed && !self.subscriptions_incomplete.load(Ordering::Acquire) {
             return;
         }
-        let conn = self.connection.lock().await.clone();
+        let Ok(conn) = tokio::time::timeout_at(deadline, self.connection.lock()).await else {
+            self.subscriptions_incomplete.store(true, Ordering::Release);
+            return;
+        };
+        let conn = conn.clone();
         if let Some(conn) = conn {
-            self.apply_subscriptions(&conn).await;
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            self.apply_subscriptions(&conn, remaining).await;
         }
     }
 
+    /// Apply the wanted set to `conn`, each backend request bounded by `timeout`;
+    /// records whether everything went through.
     // Legacy backends only know resources/subscribe, which rmcp marks deprecated.
     #[allow(deprecated)]
-    pub(super) async fn apply_subscriptions(&self, conn: &Arc<Connection>) {
+    pub(super) async fn apply_subscriptions(&self, conn: &Arc<Connection>, timeout: Duration) {
         let wanted = self
             .subscriptions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        match conn.revision {
-            McpRevision::Modern => self.start_listen(conn, wanted).await,
+        let complete = match conn.revision {
+            McpRevision::Modern => self.start_listen(conn, wanted, timeout).await,
             McpRevision::Legacy => {
                 let supports = conn
                     .capabilities
@@ -57,34 +75,60 @@ impl BackendClient {
                 if !supports {
                     return;
                 }
-                let mut subscribed = conn.subscribed.lock().await;
+                let Ok(mut subscribed) =
+                    tokio::time::timeout(timeout, conn.subscribed.lock()).await
+                else {
+                    self.subscriptions_incomplete.store(true, Ordering::Release);
+                    return;
+                };
+                let mut complete = true;
                 for uri in wanted.difference(&subscribed.clone()) {
                     let params = rmcp::model::SubscribeRequestParams::new(uri.clone());
-                    match conn.service.subscribe(params).await {
-                        Ok(()) => {
-                            subscribed.insert(uri.clone());
-                        }
-                        Err(e) => {
-                            tracing::warn!(backend = %self.name, %uri, "resources/subscribe failed: {e}")
-                        }
+                    if bounded(
+                        &self.name,
+                        "resources/subscribe",
+                        uri,
+                        timeout,
+                        conn.service.subscribe(params),
+                    )
+                    .await
+                    {
+                        subscribed.insert(uri.clone());
+                    } else {
+                        complete = false;
                     }
                 }
                 for uri in subscribed.clone().difference(&wanted) {
                     let params = rmcp::model::UnsubscribeRequestParams::new(uri.clone());
-                    if let Err(e) = conn.service.unsubscribe(params).await {
-                        tracing::warn!(backend = %self.name, %uri, "resources/unsubscribe failed: {e}");
-                    }
+                    // Forgotten either way: an unsubscribe that failed leaves at worst
+                    // updates nobody is sent.
+                    bounded(
+                        &self.name,
+                        "resources/unsubscribe",
+                        uri,
+                        timeout,
+                        conn.service.unsubscribe(params),
+                    )
+                    .await;
                     subscribed.remove(uri);
                 }
+                complete
             }
-        }
+        };
+        self.subscriptions_incomplete
+            .store(!complete, Ordering::Release);
     }
 
     /// (Re)open the listen stream of a Modern connection: list changes always, plus
     /// the subscribed URIs. Returns once the backend acknowledged it, so a caller that
     /// then acknowledges a client subscription misses no update. Its notifications
     /// become backend events.
-    async fn start_listen(&self, conn: &Arc<Connection>, uris: BTreeSet<String>) {
+    async fn start_listen(
+        &self,
+        conn: &Arc<Connection>,
+        uris: BTreeSet<String>,
+        timeout: Duration,
+    ) -> bool {
         let mut filter = rmcp::model::SubscriptionFilter::builder()
             .tools_list_changed()
             .prompts_list_changed()
@@ -94,11 +138,16 @@ impl BackendClient {
             filter.resource_subscriptions = Some(uris.into_iter().collect());
         }
         let peer = conn.service.peer().clone();
-        let mut subscription = match listen(&peer, &filter).await {
-            Ok(subscription) => subscription,
-            Err(e) => {
+        let mut subscription = match tokio::time::timeout(timeout, listen(&peer, &filter)).await {
+            Ok(Ok(subscription)) => subscription,
+            Ok(Err(e)) => {
+                // Not retried: the backend answered, it has no listen.
                 tracing::debug!(backend = %self.name, "subscriptions/listen not available: {e}");
-                return;
+                return true;
+            }
+            Err(_) => {
+                tracing::warn!(backend = %self.name, "subscriptions/listen timed out after {timeout:?}");
+                return false;
             }
         };
         let forwarder = self.forwarder();
@@ -134,6 +183,7 @@ impl BackendClient {
         if let Some(old) = old {
             old.abort();
         }
+        true
     }
 }
 
@@ -150,6 +200,27 @@ impl EventForwarder {
                 self.emit(BackendEventKind::ResourceUpdated(n.params.uri))
             }
             _ => {}
+        }
+    }
+}
+
+/// `request` within `timeout`; whether it succeeded (failures are logged).
+async fn bounded(
+    backend: &str,
+    what: &str,
+    uri: &str,
+    timeout: Duration,
+    request: impl std::future::Future<Output = Result<(), ServiceError>>,
+) -> bool {
+    match tokio::time::timeout(timeout, request).await {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::warn!(%backend, %uri, "{what} failed: {e}");
+            false
+        }
+        Err(_) => {
+            tracing::warn!(%backend, %uri, "{what} timed out after {timeout:?}");
+            false
         }
     }
 }

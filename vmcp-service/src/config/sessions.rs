@@ -1,0 +1,105 @@
+//! `operational.sessions` (Legacy session lifetime and cap) and `status`
+//! (authentication of the status routes).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Default sliding idle TTL of a Legacy session (the reference's `--session-ttl`).
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(30 * 60);
+/// Default cap on live Legacy sessions (the reference's per-pod LRU size).
+pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+
+/// `operational.sessions`: how long Legacy (2025-11-25) sessions live and how many
+/// may live at once. Modern (2026-07-28) requests are stateless and not counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsConfig {
+    /// Sliding idle TTL: a session with no request (and no call in flight) for this
+    /// long is closed. Default 30m.
+    #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
+    pub ttl: Option<Duration>,
+    /// Absolute lifetime: a session older than this takes no new requests and is
+    /// closed once its calls in flight end. Default: none.
+    #[serde(default, with = "humantime_serde")]
+    #[schemars(with = "Option<String>")]
+    pub max_lifetime: Option<Duration>,
+    /// Cap on live sessions: an `initialize` over it is answered HTTP 503 with
+    /// `Retry-After` (no live session is evicted). Default 1000.
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
+}
+
+/// The session limits in force, defaults applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Sliding idle TTL.
+    pub ttl: Duration,
+    /// Absolute lifetime, if any.
+    pub max_lifetime: Option<Duration>,
+    /// Cap on live sessions.
+    pub max_sessions: usize,
+}
+
+impl Default for SessionLimits {
+    fn default() -> Self {
+        SessionsConfig::default().limits()
+    }
+}
+
+impl SessionsConfig {
+    /// The limits with defaults applied.
+    pub fn limits(&self) -> SessionLimits {
+        SessionLimits {
+            ttl: self.ttl.unwrap_or(DEFAULT_SESSION_TTL),
+            max_lifetime: self.max_lifetime,
+            max_sessions: self.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS),
+        }
+    }
+
+    pub(super) fn validate(&self, errors: &mut Vec<String>) {
+        for (field, value) in [("ttl", self.ttl), ("maxLifetime", self.max_lifetime)] {
+            if value.is_some_and(|d| d.is_zero()) {
+                errors.push(format!(
+                    "operational.sessions.{field} must be greater than 0"
+                ));
+            }
+        }
+        if self.max_sessions == Some(0) {
+            errors.push("operational.sessions.maxSessions must be greater than 0".into());
+        }
+    }
+}
+
+/// `status:` — the status routes (`/status`, `/ui`, `/ui/events`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusConfig {
+    /// Require the same bearer token as `/mcp` on `/status`, `/ui` and `/ui/events`
+    /// (401 without). Default: on when `incomingAuth.type` is `oidc`. `/health`,
+    /// `/ping` and `/readyz` stay open.
+    #[serde(default)]
+    pub require_auth: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_zeroes() {
+        let limits = SessionsConfig::default().limits();
+        assert_eq!(limits.ttl, DEFAULT_SESSION_TTL);
+        assert_eq!(limits.max_lifetime, None);
+        assert_eq!(limits.max_sessions, DEFAULT_MAX_SESSIONS);
+        let zero = SessionsConfig {
+            ttl: Some(Duration::ZERO),
+            max_lifetime: Some(Duration::ZERO),
+            max_sessions: Some(0),
+        };
+        let mut errors = Vec::new();
+        zero.validate(&mut errors);
+        assert_eq!(errors.len(), 3, "{errors:?}");
+    }
+}
