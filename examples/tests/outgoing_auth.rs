@@ -237,7 +237,11 @@ audit: {{logFile: '{audit}'}}
         "the refused exchange issued nothing"
     );
 
-    let status = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+    // Under OIDC, /status wants the same bearer token as /mcp (status.requireAuth).
+    let status = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{port}/status"))
+        .bearer_auth(&alice)
+        .send()
         .await
         .unwrap()
         .text()

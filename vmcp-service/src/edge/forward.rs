@@ -15,6 +15,7 @@ use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 use super::Edge;
 use crate::backend::meta::strip_reserved;
 use crate::backend::{BackendClient, BackendError};
+use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
 
@@ -104,6 +105,7 @@ impl Edge {
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
+        filtered: bool,
     ) -> Result<ServerResult, ErrorData> {
         let uri = parsed.uri.clone().unwrap_or_default();
         let Routed {
@@ -124,9 +126,15 @@ impl Edge {
         Ok(ServerResult::from(
             match response.map_err(client_error)? {
                 ReadResourceResponse::Complete(mut result) => {
-                    // The backend's cache hints describe its own view, not the caller's.
-                    result.ttl_ms = Some(0);
-                    result.cache_scope = Some(rmcp::model::CacheScope::Private);
+                    // The backend's hints stand (none: 0/private), except that a read
+                    // the caller's admission decided on is this caller's, so private
+                    // (as the handler does).
+                    let mut hint = CacheHint::new(result.ttl_ms, result.cache_scope);
+                    if filtered {
+                        hint.public = false;
+                    }
+                    result.ttl_ms = Some(hint.ttl_ms);
+                    result.cache_scope = Some(hint.scope());
                     result.result_type = Some(ResultType::COMPLETE);
                     ReadResourceResponse::Complete(result)
                 }

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use rmcp::ErrorData;
 use rmcp::model::{
-    CacheScope, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, ServerResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    ServerResult,
 };
 use vmcp_layers::context::ListKind;
 
@@ -87,6 +87,8 @@ fn serialize(
     cursor: Option<&str>,
     page_size: usize,
 ) -> Result<Bytes, ErrorData> {
+    // Unfiltered pages only: the merged hints of the catalog's sources (SEP-2549).
+    let hint = catalog.hint(kind);
     let result = match kind {
         ListKind::Tools => {
             let (items, next) = page(
@@ -97,8 +99,8 @@ fn serialize(
                 page_size,
             )?;
             let mut result = ListToolsResult::with_all_items(items)
-                .with_ttl_ms(0)
-                .with_cache_scope(CacheScope::Private);
+                .with_ttl_ms(hint.ttl_ms)
+                .with_cache_scope(hint.scope());
             result.next_cursor = next;
             ServerResult::ListToolsResult(result)
         }
@@ -111,8 +113,8 @@ fn serialize(
                 page_size,
             )?;
             let mut result = ListPromptsResult::with_all_items(items)
-                .with_ttl_ms(0)
-                .with_cache_scope(CacheScope::Private);
+                .with_ttl_ms(hint.ttl_ms)
+                .with_cache_scope(hint.scope());
             result.next_cursor = next;
             ServerResult::ListPromptsResult(result)
         }
@@ -125,8 +127,8 @@ fn serialize(
                 page_size,
             )?;
             let mut result = ListResourcesResult::with_all_items(items)
-                .with_ttl_ms(0)
-                .with_cache_scope(CacheScope::Private);
+                .with_ttl_ms(hint.ttl_ms)
+                .with_cache_scope(hint.scope());
             result.next_cursor = next;
             ServerResult::ListResourcesResult(result)
         }
@@ -139,8 +141,8 @@ fn serialize(
                 page_size,
             )?;
             let mut result = ListResourceTemplatesResult::with_all_items(items)
-                .with_ttl_ms(0)
-                .with_cache_scope(CacheScope::Private);
+                .with_ttl_ms(hint.ttl_ms)
+                .with_cache_scope(hint.scope());
             result.next_cursor = next;
             ServerResult::ListResourceTemplatesResult(result)
         }

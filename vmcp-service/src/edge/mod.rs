@@ -140,6 +140,9 @@ pub(crate) struct Admitted {
     parsed: Arc<ParsedMcpRequest>,
     tasks: bool,
     calls: Option<BackendCalls>,
+    /// The caller's admission decided on this request: its answer is the caller's own
+    /// (cache scope private).
+    filtered: bool,
 }
 
 impl Edge {
@@ -208,8 +211,20 @@ impl Edge {
                         catalog.resource_owner(uri).is_some_and(|b| self.direct(b))
                     })
             }
+            // The parse took the prompt's name or the resource's URI from `ref` (that
+            // is what the completion is authorized as); `ref` itself stays in the
+            // params and is forwarded as sent.
             Verb::Complete => {
-                parsed.name.is_none() && parsed.uri.is_none() && parsed.arguments.is_none()
+                parsed.arguments.is_none()
+                    && match (parsed.name.as_deref(), parsed.uri.as_deref()) {
+                        (Some(name), None) => catalog
+                            .prompt(name)
+                            .is_some_and(|entry| self.direct(&entry.route.backend)),
+                        (None, Some(uri)) => catalog
+                            .completion_owner_for_resource(uri)
+                            .is_some_and(|backend| self.direct(backend)),
+                        _ => false,
+                    }
             }
             Verb::List(_) => {
                 parsed.name.is_none()
@@ -228,6 +243,7 @@ impl Edge {
             parsed: parsed.clone(),
             tasks,
             calls: extensions.get::<BackendCalls>().cloned(),
+            filtered: extensions.get::<AdmissionHandle>().is_some(),
         })
     }
 
@@ -256,6 +272,7 @@ impl Edge {
             parsed,
             tasks,
             calls,
+            filtered,
         } = admitted;
         self.served.fetch_add(1, Ordering::Relaxed);
         let catalog = self.aggregator.catalog();
@@ -270,7 +287,7 @@ impl Edge {
             }
             Verb::CallTool => self.call_tool(&catalog, &parsed, tasks, calls).await,
             Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls).await,
-            Verb::ReadResource => self.read_resource(&catalog, &parsed, calls).await,
+            Verb::ReadResource => self.read_resource(&catalog, &parsed, calls, filtered).await,
             Verb::Complete => self.complete(&catalog, &parsed).await,
         };
         let message = match outcome {
