@@ -47,6 +47,9 @@ pub(crate) struct VmcpHandler {
     info: Arc<ServerConfig>,
     /// Legacy sessions' `logging/setLevel` choices.
     log_levels: Arc<LogLevels>,
+    /// Seals state the gateway hands to Modern clients (`input_required` requestState).
+    #[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
+    sealer: Arc<crate::seal::Sealer>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -95,6 +98,7 @@ impl VmcpHandler {
             sessions,
             info: Arc::new(info),
             log_levels: Arc::default(),
+            sealer: Arc::default(),
         }
     }
 
