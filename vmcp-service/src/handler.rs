@@ -6,6 +6,7 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod bridge;
 mod caller;
 mod caller_key;
 mod forward;
@@ -48,8 +49,9 @@ pub(crate) struct VmcpHandler {
     /// Legacy sessions' `logging/setLevel` choices.
     log_levels: Arc<LogLevels>,
     /// Seals state the gateway hands to Modern clients (`input_required` requestState).
-    #[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
     sealer: Arc<crate::seal::Sealer>,
+    /// Legacy backend calls waiting for a Modern caller's input (`handler::bridge`).
+    parked: Arc<bridge::Parked>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -99,6 +101,7 @@ impl VmcpHandler {
             info: Arc::new(info),
             log_levels: Arc::default(),
             sealer: Arc::default(),
+            parked: Arc::default(),
         }
     }
 
@@ -390,17 +393,79 @@ impl ServerHandler for VmcpHandler {
             mut params,
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
+        let caps = caller::bridged_caps(&ctx, &client);
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let budget = self.budget(&backend, &ctx);
-        let response = drive(&ctx, wants, |relay| {
-            self.on_backend(&client, &ctx, move |c| {
-                let params = params.clone();
-                let relay = relay.clone();
-                async move { c.call_tool_relayed(params, budget, relay).await }
+        let mut budget = self.budget(&backend, &ctx);
+        let limits = self.aggregator.config().operational.parked_calls.limits();
+        if !caps.is_empty() {
+            // The caller may take its time to answer the backend's questions.
+            budget.timeout += limits.ttl;
+        }
+        let legacy_backend = client.revision() == Some(vmcp_layers::McpRevision::Legacy);
+        let response = if legacy_backend && params.request_state.is_some() {
+            // Only the gateway gives a Modern caller a requestState for a Legacy
+            // backend's tool: this resumes a parked call (or is refused).
+            let state = params.request_state.take().unwrap_or_default();
+            let outcome = bridge::resume(
+                &ctx,
+                &self.parked,
+                &self.sealer,
+                limits,
+                caps,
+                bridge::caller_bytes(&ctx),
+                &name,
+                &state,
+                params.input_responses.take(),
+            )
+            .await;
+            match outcome {
+                Ok(response) => Ok(response),
+                Err(error) => {
+                    call.cancelled();
+                    return Err(error);
+                }
+            }
+        } else if caps.is_empty() {
+            drive(&ctx, wants, |relay| {
+                self.on_backend(&client, &ctx, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.call_tool_relayed(params, budget, relay).await }
+                })
             })
-        })
-        .await;
+            .await
+        } else if is_modern(&ctx) {
+            let (this, task_ctx, task_client) = (self.clone(), ctx.clone(), client.clone());
+            let running = bridge::Running::start(wants, move |relay| async move {
+                this.on_backend_as(&task_client, &task_ctx, caps, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.call_tool_relayed(params, budget, Some(relay)).await }
+                })
+                .await
+            });
+            bridge::drive_parking(
+                &ctx,
+                &self.parked,
+                &self.sealer,
+                limits,
+                caps,
+                bridge::caller_bytes(&ctx),
+                &name,
+                running,
+            )
+            .await
+        } else {
+            bridge::drive_asking(&ctx, wants, caps, |relay| {
+                self.on_backend_as(&client, &ctx, caps, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.call_tool_relayed(params, budget, Some(relay)).await }
+                })
+            })
+            .await
+        };
         let response = match response {
             Ok(response) => response,
             Err(cancelled) => {
