@@ -160,8 +160,9 @@ pub(crate) fn sampling_declined() -> ErrorData {
 /// Read a Modern caller's `inputResponses` entry as the answer to `request`.
 pub(crate) fn answer_from_json(request: &InputRequest, value: serde_json::Value) -> Answer {
     let parsed = match request {
-        InputRequest::CreateMessage(_) => serde_json::from_value(value)
-            .map(|r| ClientResult::CreateMessageResult(Box::new(r))),
+        InputRequest::CreateMessage(_) => {
+            serde_json::from_value(value).map(|r| ClientResult::CreateMessageResult(Box::new(r)))
+        }
         InputRequest::Elicitation(_) => {
             serde_json::from_value(value).map(ClientResult::ElicitResult)
         }

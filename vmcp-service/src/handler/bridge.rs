@@ -25,9 +25,9 @@ use tokio::sync::oneshot;
 
 use super::forward::{Cancelled, deliver};
 use crate::backend::BackendError;
+use crate::backend::ClientCaps;
 use crate::backend::bridge::{Answer, Ask, AskReceiver, asks, policy_answer};
 use crate::backend::relay::{Relay, RelayReceiver, Wants, relay};
-use crate::backend::ClientCaps;
 use crate::config::ParkedLimits;
 use crate::seal::Sealer;
 
@@ -50,13 +50,15 @@ async fn ask_legacy(peer: &Peer<RoleServer>, caps: ClientCaps, request: InputReq
         #[allow(unreachable_patterns)]
         other => return policy_answer(&other),
     };
-    peer.send_request(request).await.map_err(|error| match error {
-        ServiceError::McpError(error) => error,
-        other => {
-            tracing::debug!("could not ask the caller: {other}");
-            ErrorData::internal_error("the caller did not answer", None)
-        }
-    })
+    peer.send_request(request)
+        .await
+        .map_err(|error| match error {
+            ServiceError::McpError(error) => error,
+            other => {
+                tracing::debug!("could not ask the caller: {other}");
+                ErrorData::internal_error("the caller did not answer", None)
+            }
+        })
 }
 
 /// What happened next on a running call.
@@ -365,9 +367,18 @@ pub(super) async fn resume(
         None => Err(ErrorData::invalid_params("no input response", None)),
     };
     let _ = call.pending.reply.send(answer);
-    drive_parking(ctx, parked, sealer, limits, caps, caller, tool, call.running)
-        .await
-        .map_err(ErrorData::from)
+    drive_parking(
+        ctx,
+        parked,
+        sealer,
+        limits,
+        caps,
+        caller,
+        tool,
+        call.running,
+    )
+    .await
+    .map_err(ErrorData::from)
 }
 
 /// The caller a parked call belongs to, as sealed: issuer and subject, or one marker
@@ -376,8 +387,9 @@ pub(super) fn caller_bytes(ctx: &RequestContext<RoleServer>) -> Vec<u8> {
     match super::admission::extension::<Arc<vmcp_layers::Identity>>(ctx)
         .filter(|i| !i.is_anonymous())
     {
-        Some(i) => format!("{}\0{}", i.issuer.as_deref().unwrap_or_default(), i.subject)
-            .into_bytes(),
+        Some(i) => {
+            format!("{}\0{}", i.issuer.as_deref().unwrap_or_default(), i.subject).into_bytes()
+        }
         None => b"\0anonymous".to_vec(),
     }
 }

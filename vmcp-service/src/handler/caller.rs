@@ -18,7 +18,10 @@ use crate::backend::{BackendClient, BackendError, Caller, ClientCaps};
 /// 2026-07-28) on a Legacy streamable-HTTP backend; none elsewhere (a Modern backend
 /// learns them per request, stdio and HTTP+SSE backends cannot tie a request to a
 /// call).
-pub(super) fn bridged_caps(ctx: &RequestContext<RoleServer>, backend: &BackendClient) -> ClientCaps {
+pub(super) fn bridged_caps(
+    ctx: &RequestContext<RoleServer>,
+    backend: &BackendClient,
+) -> ClientCaps {
     if backend.revision() != Some(vmcp_layers::McpRevision::Legacy)
         || backend.config().transport() != crate::config::Transport::StreamableHttp
     {

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientConfig,
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    Resource, ResourceTemplate, ServerCapabilities, Tool,
+    CallToolRequestParams, CallToolResponse, ClientConfig, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate,
+    ServerCapabilities, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
