@@ -46,3 +46,33 @@ impl ParkedCallsConfig {
         }
     }
 }
+
+impl ParkedCallsConfig {
+    pub(super) fn validate(&self, errors: &mut Vec<String>) {
+        if self.ttl.is_some_and(|d| d.is_zero()) {
+            errors.push("operational.parkedCalls.ttl must be greater than 0".into());
+        }
+        if self.max == Some(0) {
+            errors.push("operational.parkedCalls.max must be greater than 0".into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_zeroes() {
+        let limits = ParkedCallsConfig::default().limits();
+        assert_eq!(limits.ttl, DEFAULT_PARKED_TTL);
+        assert_eq!(limits.max, DEFAULT_MAX_PARKED);
+        let zero = ParkedCallsConfig {
+            ttl: Some(Duration::ZERO),
+            max: Some(0),
+        };
+        let mut errors = Vec::new();
+        zero.validate(&mut errors);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+    }
+}

@@ -398,6 +398,48 @@ pub(super) fn caller_bytes(ctx: &RequestContext<RoleServer>) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn waiting_call() -> (Running, Ask, oneshot::Receiver<Answer>) {
+        let running = Running::start(Wants::default(), |_relay| {
+            std::future::pending::<CallOutcome>()
+        });
+        let (reply, answer) = oneshot::channel();
+        let request = serde_json::from_value(serde_json::json!({"method": "roots/list"}))
+            .expect("a roots/list request");
+        (running, Ask { request, reply }, answer)
+    }
+
+    #[tokio::test]
+    async fn parking_is_capped_and_a_state_opens_only_for_its_caller_and_tool() {
+        let parked = Arc::new(Parked::default());
+        let sealer = Sealer::new();
+        let limits = ParkedLimits {
+            ttl: std::time::Duration::from_secs(60),
+            max: 1,
+        };
+        let (running, ask, _answer) = waiting_call();
+        let input = parked
+            .park(&sealer, limits, b"alice".to_vec(), "t", running, ask)
+            .expect("parked");
+        let state = input.request_state.expect("a requestState");
+        // Full: the call is not parked, and its backend request gets an error answer.
+        let (running, ask, answer) = waiting_call();
+        let full = parked.park(&sealer, limits, b"alice".to_vec(), "t", running, ask);
+        assert!(matches!(full, Err(ParkError::Full)));
+        assert!(answer.await.is_err());
+        assert_eq!(parked.len(), 1);
+        for (caller, tool) in [(&b"bob"[..], "t"), (&b"alice"[..], "other")] {
+            assert!(matches!(
+                parked.take(&sealer, caller, tool, &state),
+                Err(ParkError::InvalidState)
+            ));
+        }
+        assert!(parked.take(&sealer, b"alice", "t", &state).is_ok());
+        assert!(matches!(
+            parked.take(&sealer, b"alice", "t", &state),
+            Err(ParkError::InvalidState)
+        ));
+    }
+
     #[test]
     fn the_payload_names_the_call_and_its_tool() {
         let p = payload(42, "ev_tool");

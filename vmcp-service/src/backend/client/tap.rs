@@ -408,4 +408,39 @@ mod tests {
             ]
         );
     }
+
+    #[tokio::test]
+    async fn a_backend_request_on_a_relayed_stream_goes_to_the_caller_not_to_rmcp() {
+        let (relay, _rx) = relay(Wants::default());
+        let (tx, mut asked) = crate::backend::bridge::asks();
+        let relay = relay.with_asks(tx);
+        let events = futures::stream::iter(vec![
+            event(
+                r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"message":"who?","requestedSchema":{"type":"object","properties":{}}}}"#,
+            ),
+            event(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
+        ])
+        .boxed();
+        let answerer = Arc::new(Answerer {
+            http: reqwest::Client::new(),
+            uri: "http://127.0.0.1:9/mcp".into(),
+            session_id: None,
+            auth_header: None,
+            custom_headers: HashMap::new(),
+        });
+        let passed = tokio::spawn(
+            tapped(events, relay, None, answerer)
+                .map(|e| e.unwrap().data.unwrap())
+                .collect::<Vec<String>>(),
+        );
+        let ask = asked.recv().await.expect("the caller is asked");
+        assert!(matches!(ask.request, InputRequest::Elicitation(_)));
+        let _ = ask.reply.send(Ok(rmcp::model::ClientResult::ElicitResult(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline),
+        )));
+        // The request never reaches rmcp; the answer does.
+        let passed = passed.await.unwrap();
+        assert_eq!(passed.len(), 1, "{passed:?}");
+        assert!(passed[0].contains("result"));
+    }
 }
