@@ -313,7 +313,7 @@ async fn parked_calls_resume_with_the_answer_refuse_bad_state_and_are_reaped() {
     // The first call's answer arrived; the reaped call's error answer and its
     // cancellation travel at the same time, so the cancellation may end the tool
     // before the answer is read.
-    let answers = &seen.lock().unwrap().answers;
+    let answers = seen.lock().unwrap().answers.clone();
     assert!(
         matches!(answers.as_slice(), [Ok(_)] | [Ok(_), Err(_)]),
         "{answers:?}"

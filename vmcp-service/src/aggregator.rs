@@ -211,11 +211,11 @@ impl Aggregator {
             let mut listed = backend.capabilities(timeout).await;
             // A Legacy backend may offer more to capable clients: list it again as one
             // (after the first listing its revision is known).
-            if listed.is_ok()
+            if let Ok(shared) = listed.as_mut()
                 && let Some(full) = registry.full_lister(backend)
             {
                 match full.capabilities(timeout).await {
-                    Ok(caps) => listed = Ok(caps),
+                    Ok(capable) => crate::backend::bridge::union(shared, capable),
                     Err(error) => {
                         tracing::debug!(backend = %backend.name(), "listing as a capable client failed: {error}");
                     }

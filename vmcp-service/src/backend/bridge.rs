@@ -174,6 +174,27 @@ pub(crate) fn answer_from_json(request: &InputRequest, value: serde_json::Value)
     parsed.map_err(|e| ErrorData::invalid_params(format!("invalid input response: {e}"), None))
 }
 
+/// Add to `listed` (a backend's listing on its shared connection) what `capable`
+/// (its listing as a client with every bridgeable capability) has besides: the
+/// tools, prompts, resources and templates it offers only to capable clients. The
+/// shared listing wins on names both have, and keeps its cache hints: a backend that
+/// keeps state per session (server-everything adds resources to the session that
+/// asked) shows the shared session's state.
+pub(crate) fn union(listed: &mut super::BackendCapabilities, capable: super::BackendCapabilities) {
+    use std::collections::BTreeSet;
+    fn add<T>(into: &mut Vec<T>, from: Vec<T>, key: impl Fn(&T) -> String) {
+        let known: BTreeSet<String> = into.iter().map(&key).collect();
+        into.extend(from.into_iter().filter(|item| !known.contains(&key(item))));
+    }
+    add(&mut listed.tools, capable.tools, |t| t.name.to_string());
+    add(&mut listed.prompts, capable.prompts, |p| p.name.clone());
+    add(&mut listed.resources, capable.resources, |r| r.uri.clone());
+    add(&mut listed.templates, capable.templates, |t| {
+        t.uri_template.clone()
+    });
+    listed.completions |= capable.completions;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
