@@ -165,19 +165,40 @@ impl ServerHandler for Asking {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let schema = serde_json::from_value(json!({"type": "object"})).expect("schema");
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "ask",
-            "elicit, then wait",
-            Arc::new(schema),
-        )]))
+        let schema: rmcp::model::JsonObject =
+            serde_json::from_value(json!({"type": "object"})).expect("schema");
+        let schema = Arc::new(schema);
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("ask", "elicit, then wait", schema.clone()),
+            Tool::new("roots", "list the client's roots", schema),
+        ]))
     }
 
     async fn call_tool(
         &self,
-        _: CallToolRequestParams,
+        params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if params.name == "roots" {
+            let request = serde_json::from_value(json!({"method": "roots/list"}))
+                .expect("a roots/list request");
+            let uris = match ctx
+                .peer
+                .send_request(ServerRequest::ListRootsRequest(request))
+                .await
+            {
+                Ok(ClientResult::ListRootsResult(r)) => r
+                    .roots
+                    .iter()
+                    .map(|root| root.uri.clone())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                other => format!("{other:?}"),
+            };
+            return Ok(CallToolResponse::Complete(CallToolResult::success(vec![
+                ContentBlock::text(format!("roots: {uris}")),
+            ])));
+        }
         let params: ElicitRequestParams = serde_json::from_value(json!({
             "message": "who are you?",
             "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
@@ -330,4 +351,36 @@ async fn parked_calls_resume_with_the_answer_refuse_bad_state_and_are_reaped() {
     )
     .await;
     assert_eq!(expired["error"], forged["error"], "{expired}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roots_asked_during_a_call_come_from_its_caller_or_from_policy() {
+    let backend = Asking(Arc::default());
+    let service: StreamableHttpService<Asking, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(backend.clone()),
+        Default::default(),
+        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+    );
+    let (addr, _stop) = serve_on_loopback(axum::Router::new().nest_service("/mcp", service)).await;
+    let gw = gateway(config(&format!(
+        "backends:\n  - {{name: asking, url: 'http://{addr}/mcp'}}\n"
+    )))
+    .await;
+    let call = json!([{"tool": "asking_roots", "arguments": {}}]);
+    let report = clients(
+        &gw.url(),
+        json!({"clients": [
+            {"mode": "legacy", "roots": ["file:///legacy-root"], "calls": call},
+            {"mode": "2026-07-28", "roots": ["file:///modern-root"], "calls": call},
+            {"mode": "legacy", "calls": call}
+        ]}),
+    )
+    .await;
+    let text = |i: usize| report["clients"][i]["calls"][0]["text"].clone();
+    assert_eq!(text(0), "roots: file:///legacy-root", "{report}");
+    assert_eq!(text(1), "roots: file:///modern-root", "{report}");
+    // A caller without the roots capability is never asked: its connection declares
+    // none, and what the backend asks anyway gets the gateway's empty list.
+    assert_eq!(text(2), "roots: ", "{report}");
+    assert_eq!(report["clients"][2]["asked"], json!([]), "{report}");
 }
