@@ -6,6 +6,7 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod ask;
 mod bridge;
 mod caller;
 mod caller_key;
@@ -457,7 +458,7 @@ impl ServerHandler for VmcpHandler {
             )
             .await
         } else {
-            bridge::drive_asking(&ctx, wants, caps, |relay| {
+            bridge::drive_asking(&ctx, wants, caps, limits.ttl, |relay| {
                 self.on_backend_as(&client, &ctx, caps, move |c| {
                     let params = params.clone();
                     let relay = relay.clone();

@@ -2,7 +2,7 @@
 //! `sampling/createMessage`, `roots/list`) made during its call.
 //!
 //! - A 2025-11-25 caller is asked over its own session while the call runs
-//!   ([`drive_asking`]).
+//!   ([`drive_asking`], through `handler::ask`).
 //! - A 2026-07-28 caller cannot be asked (its revision has no server-to-client
 //!   requests): the backend call keeps running on a task of its own, *parked*, and
 //!   the caller gets `input_required` with the backend's request and a sealed
@@ -18,8 +18,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use rmcp::model::{CallToolResponse, InputRequest, InputRequiredResult, ServerRequest};
-use rmcp::service::{Peer, RequestContext, ServiceError};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResponse, ClientResult, InputRequest, InputRequiredResult};
+use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use tokio::sync::oneshot;
 
@@ -36,29 +38,30 @@ const PURPOSE: &str = "vmcp-park";
 /// The `inputRequests` key of the backend's request (one at a time per call).
 const INPUT_KEY: &str = "vmcp";
 
-/// Ask a 2025-11-25 caller `request` over its session; a request the caller did not
-/// declare the capability for is answered by policy instead.
-async fn ask_legacy(peer: &Peer<RoleServer>, caps: ClientCaps, request: InputRequest) -> Answer {
+/// Ask the 2025-11-25 caller of `ctx` `request` over its session (`handler::ask`),
+/// waiting at most `within`; a request the caller did not declare the capability
+/// for is answered by policy instead.
+async fn ask_legacy(
+    ctx: &RequestContext<RoleServer>,
+    caps: ClientCaps,
+    request: InputRequest,
+    within: Duration,
+) -> Answer {
     if !caps.allows(&request) {
         return policy_answer(&request);
     }
-    let request = match request {
-        InputRequest::CreateMessage(r) => ServerRequest::CreateMessageRequest(r),
-        InputRequest::Elicitation(r) => ServerRequest::ElicitRequest(r),
-        InputRequest::ListRoots(r) => ServerRequest::ListRootsRequest(r),
-        // `InputRequest` is non-exhaustive; a kind added later is not bridged.
-        #[allow(unreachable_patterns)]
-        other => return policy_answer(&other),
+    let Some(question) = super::ask::Ask::from_input_request(request.clone()) else {
+        return policy_answer(&request);
     };
-    peer.send_request(request)
-        .await
-        .map_err(|error| match error {
-            ServiceError::McpError(error) => error,
-            other => {
-                tracing::debug!("could not ask the caller: {other}");
-                ErrorData::internal_error("the caller did not answer", None)
-            }
-        })
+    match super::ask::ask(ctx, question, within).await {
+        Ok(super::ask::Answer::Elicit(result)) => Ok(ClientResult::ElicitResult(result)),
+        Ok(super::ask::Answer::Sample(result)) => Ok(ClientResult::CreateMessageResult(result)),
+        Ok(super::ask::Answer::Roots(result)) => Ok(ClientResult::ListRootsResult(result)),
+        Err(error) => {
+            tracing::debug!("asking the caller failed: {error}");
+            Err(error.into())
+        }
+    }
 }
 
 /// What happened next on a running call.
@@ -75,6 +78,7 @@ pub(super) async fn drive_asking<T, F, Fut>(
     ctx: &RequestContext<RoleServer>,
     wants: Wants,
     caps: ClientCaps,
+    within: Duration,
     call: F,
 ) -> Result<T, Cancelled>
 where
@@ -96,10 +100,10 @@ where
             Event::Cancelled => return Err(Cancelled),
             Event::Relayed(item) => deliver(&ctx.peer, item).await,
             Event::Ask(ask) => {
-                let answer = tokio::select! {
-                    answer = ask_legacy(&ctx.peer, caps, ask.request) => answer,
-                    () = ctx.ct.cancelled() => return Err(Cancelled),
-                };
+                if ctx.ct.is_cancelled() {
+                    return Err(Cancelled);
+                }
+                let answer = ask_legacy(ctx, caps, ask.request, within).await;
                 let _ = ask.reply.send(answer);
             }
             Event::Done(out) => {
@@ -264,7 +268,7 @@ impl Parked {
 }
 
 /// Cancel parked call `id` if its caller has not come back after `ttl`.
-async fn reap(parked: Weak<Parked>, id: u64, ttl: std::time::Duration) {
+async fn reap(parked: Weak<Parked>, id: u64, ttl: Duration) {
     tokio::time::sleep(ttl).await;
     let Some(parked) = parked.upgrade() else {
         return;
@@ -413,7 +417,7 @@ mod tests {
         let parked = Arc::new(Parked::default());
         let sealer = Sealer::new();
         let limits = ParkedLimits {
-            ttl: std::time::Duration::from_secs(60),
+            ttl: Duration::from_secs(60),
             max: 1,
         };
         let (running, ask, _answer) = waiting_call();
