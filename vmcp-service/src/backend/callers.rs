@@ -302,3 +302,57 @@ async fn sweep(pool: Weak<CallerPool>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(per_caller: bool) -> Arc<CallerPool> {
+        CallerPool::new(
+            BackendConfig {
+                name: "b".into(),
+                url: "http://127.0.0.1:9/mcp".into(),
+                ..Default::default()
+            },
+            per_caller,
+            reqwest::Client::new(),
+            None,
+            HttpFactory::default(),
+            HealthSettings::default(),
+            CallerConnectionsConfig::default(),
+        )
+    }
+
+    fn caller(identity: &str) -> Caller {
+        Caller {
+            identity: identity.into(),
+            subject: None,
+            passthrough: HeaderMap::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_keying_by_credentials_and_capability_set() {
+        let sampling = ClientCaps {
+            sampling: true,
+            ..Default::default()
+        };
+        let roots = ClientCaps {
+            roots: true,
+            ..Default::default()
+        };
+        // Per caller: identity and capability set both select the connection.
+        let p = pool(true);
+        let a = p.client(&caller("alice"), sampling);
+        assert!(Arc::ptr_eq(&a, &p.client(&caller("alice"), sampling)));
+        assert!(!Arc::ptr_eq(&a, &p.client(&caller("alice"), roots)));
+        assert!(!Arc::ptr_eq(&a, &p.client(&caller("bob"), sampling)));
+        assert_eq!(p.counts().open, 3);
+        // Not per caller: only the capability set does.
+        let p = pool(false);
+        let a = p.client(&caller("alice"), sampling);
+        assert!(Arc::ptr_eq(&a, &p.client(&caller("bob"), sampling)));
+        assert!(!Arc::ptr_eq(&a, &p.client(&caller("bob"), roots)));
+        assert_eq!(p.counts().open, 2);
+    }
+}
