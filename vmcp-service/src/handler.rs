@@ -397,37 +397,10 @@ impl ServerHandler for VmcpHandler {
         let caps = caller::bridged_caps(&ctx, &client);
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let mut budget = self.budget(&backend, &ctx);
-        let limits = self.aggregator.config().operational.parked_calls.limits();
-        if !caps.is_empty() {
-            // The caller may take its time to answer the backend's questions.
-            budget.timeout += limits.ttl;
-        }
-        let legacy_backend = client.revision() == Some(vmcp_layers::McpRevision::Legacy);
-        let response = if legacy_backend && params.request_state.is_some() {
-            // Only the gateway gives a Modern caller a requestState for a Legacy
-            // backend's tool: this resumes a parked call (or is refused).
-            let state = params.request_state.take().unwrap_or_default();
-            let outcome = bridge::resume(
-                &ctx,
-                &self.parked,
-                &self.sealer,
-                limits,
-                caps,
-                bridge::caller_bytes(&ctx),
-                &name,
-                &state,
-                params.input_responses.take(),
-            )
-            .await;
-            match outcome {
-                Ok(response) => Ok(response),
-                Err(error) => {
-                    call.cancelled();
-                    return Err(error);
-                }
-            }
-        } else if caps.is_empty() {
+        let budget = self.budget(&backend, &ctx);
+        let resumes = params.request_state.is_some()
+            && client.revision() == Some(vmcp_layers::McpRevision::Legacy);
+        let response = if caps.is_empty() && !resumes {
             drive(&ctx, wants, |relay| {
                 self.on_backend(&client, &ctx, move |c| {
                     let params = params.clone();
@@ -436,42 +409,18 @@ impl ServerHandler for VmcpHandler {
                 })
             })
             .await
-        } else if is_modern(&ctx) {
-            let (this, task_ctx, task_client) = (self.clone(), ctx.clone(), client.clone());
-            let running = bridge::Running::start(wants, move |relay| async move {
-                this.on_backend_as(&task_client, &task_ctx, caps, move |c| {
-                    let params = params.clone();
-                    let relay = relay.clone();
-                    async move { c.call_tool_relayed(params, budget, Some(relay)).await }
-                })
-                .await
-            });
-            bridge::drive_parking(
-                &ctx,
-                &self.parked,
-                &self.sealer,
-                limits,
-                caps,
-                bridge::caller_bytes(&ctx),
-                &name,
-                running,
-            )
-            .await
+            .map_err(ErrorData::from)
         } else {
-            bridge::drive_asking(&ctx, wants, caps, limits.ttl, |relay| {
-                self.on_backend_as(&client, &ctx, caps, move |c| {
-                    let params = params.clone();
-                    let relay = relay.clone();
-                    async move { c.call_tool_relayed(params, budget, Some(relay)).await }
-                })
-            })
-            .await
+            // Boxed: rmcp moves the whole handler future per request, and plain calls
+            // should not pay for the size of the bridged ones.
+            Box::pin(self.call_tool_bridged(&ctx, &client, &name, params, caps, wants, budget))
+                .await
         };
         let response = match response {
             Ok(response) => response,
-            Err(cancelled) => {
+            Err(error) => {
                 call.cancelled();
-                return Err(cancelled.into());
+                return Err(error);
             }
         };
         call.end(&response);

@@ -64,6 +64,76 @@ async fn ask_legacy(
     }
 }
 
+impl super::VmcpHandler {
+    /// `tools/call` on a Legacy backend for a caller that may be asked (`caps`), or
+    /// the retry resuming a parked call (a `requestState` for a Legacy backend's tool
+    /// can only be the gateway's). `Err`: the caller cancelled, or the state was
+    /// refused.
+    #[allow(clippy::too_many_arguments)] // The handler's pieces of one call.
+    pub(super) async fn call_tool_bridged(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        client: &Arc<crate::backend::BackendClient>,
+        name: &str,
+        mut params: rmcp::model::CallToolRequestParams,
+        caps: ClientCaps,
+        wants: Wants,
+        mut budget: crate::backend::CallBudget,
+    ) -> Result<CallOutcome, ErrorData> {
+        let limits = self.aggregator.config().operational.parked_calls.limits();
+        // The caller may take its time to answer the backend's questions.
+        budget.timeout += limits.ttl;
+        let caller = caller_bytes(ctx);
+        if let Some(state) = params.request_state.take() {
+            let responses = params.input_responses.take();
+            return resume(
+                ctx,
+                &self.parked,
+                &self.sealer,
+                limits,
+                caps,
+                caller,
+                name,
+                &state,
+                responses,
+            )
+            .await;
+        }
+        let outcome = if super::is_modern(ctx) {
+            let (this, task_ctx, task_client) = (self.clone(), ctx.clone(), client.clone());
+            let running = Running::start(wants, move |relay| async move {
+                this.on_backend_as(&task_client, &task_ctx, caps, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.call_tool_relayed(params, budget, Some(relay)).await }
+                })
+                .await
+            });
+            drive_parking(
+                ctx,
+                &self.parked,
+                &self.sealer,
+                limits,
+                caps,
+                caller,
+                name,
+                running,
+            )
+            .await
+        } else {
+            drive_asking(ctx, wants, caps, limits.ttl, |relay| {
+                self.on_backend_as(client, ctx, caps, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.call_tool_relayed(params, budget, Some(relay)).await }
+                })
+            })
+            .await
+        };
+        outcome.map_err(ErrorData::from)
+    }
+}
+
 /// What happened next on a running call.
 enum Event<T> {
     Cancelled,
@@ -74,7 +144,7 @@ enum Event<T> {
 
 /// [`super::forward::drive`] for a 2025-11-25 caller that a Legacy backend may ask:
 /// the backend's requests during the call are put to the caller over its session.
-pub(super) async fn drive_asking<T, F, Fut>(
+async fn drive_asking<T, F, Fut>(
     ctx: &RequestContext<RoleServer>,
     wants: Wants,
     caps: ClientCaps,
@@ -120,7 +190,7 @@ type CallOutcome = Result<CallToolResponse, BackendError>;
 
 /// A backend call running on its own task (so it can outlive the request that
 /// started it), with what it sends its caller.
-pub(super) struct Running {
+struct Running {
     outcome: oneshot::Receiver<CallOutcome>,
     task: tokio::task::AbortHandle,
     asked: AskReceiver,
@@ -136,7 +206,7 @@ impl Drop for Running {
 
 impl Running {
     /// Start `call` (given the relay it must use) on a task of its own.
-    pub(super) fn start<F, Fut>(wants: Wants, call: F) -> Self
+    fn start<F, Fut>(wants: Wants, call: F) -> Self
     where
         F: FnOnce(Relay) -> Fut,
         Fut: Future<Output = CallOutcome> + Send + 'static,
@@ -166,7 +236,7 @@ struct ParkedCall {
 
 /// Why a call could not be parked or resumed.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ParkError {
+enum ParkError {
     /// The state did not open, was not for this tool, or its call is gone (reaped
     /// or already resumed). One answer for all, so a client learns nothing.
     #[error("invalid requestState")]
@@ -300,7 +370,7 @@ fn parse_payload(payload: &[u8], tool: &str) -> Option<u64> {
 /// Drive a 2026-07-28 caller's call until it ends or the backend asks something;
 /// an ask parks the call and answers the caller `input_required`.
 #[allow(clippy::too_many_arguments)] // The handler's pieces, passed through.
-pub(super) async fn drive_parking(
+async fn drive_parking(
     ctx: &RequestContext<RoleServer>,
     parked: &Arc<Parked>,
     sealer: &Sealer,
@@ -354,7 +424,7 @@ pub(super) async fn drive_parking(
 /// Resume the parked call `state` names: the caller's `responses` answer the
 /// backend's request, and the call is driven on (it may park again).
 #[allow(clippy::too_many_arguments)] // One call site; the pieces are the handler's.
-pub(super) async fn resume(
+async fn resume(
     ctx: &RequestContext<RoleServer>,
     parked: &Arc<Parked>,
     sealer: &Sealer,
@@ -387,7 +457,7 @@ pub(super) async fn resume(
 
 /// The caller a parked call belongs to, as sealed: issuer and subject, or one marker
 /// for every anonymous caller.
-pub(super) fn caller_bytes(ctx: &RequestContext<RoleServer>) -> Vec<u8> {
+fn caller_bytes(ctx: &RequestContext<RoleServer>) -> Vec<u8> {
     match super::admission::extension::<Arc<vmcp_layers::Identity>>(ctx)
         .filter(|i| !i.is_anonymous())
     {
