@@ -95,14 +95,15 @@ fn q(method: &str, text: &str) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_legacy_caller_answers_a_modern_backends_elicitation_and_sampling() {
+async fn a_legacy_caller_answers_a_modern_backends_elicitation_sampling_and_roots() {
     let (_fixture, gw) = fixture_behind_gateway("").await;
     let out = clients(
         &gw.url(),
-        json!({"clients": [{"mode": "legacy", "name": "ann", "answers": ["elicitation", "sampling"],
+        json!({"clients": [{"mode": "legacy", "name": "ann", "answers": ["elicitation", "sampling", "roots"],
         "calls": [
             {"tool": "test_sampling", "arguments": {"prompt": "haiku please"}},
             {"tool": "test_elicitation", "arguments": {"message": "your name?"}},
+            {"tool": "test_input_required_result_list_roots"},
             // Two rounds, the second asked after the first answer, requestState
             // (HMAC-sealed by the backend) carried between them by the gateway.
             {"tool": "test_input_required_result_multi_round"}
@@ -117,16 +118,18 @@ async fn a_legacy_caller_answers_a_modern_backends_elicitation_and_sampling() {
         results[1],
         r#"User response: action=accept, content={"response":"ann says yes"}"#
     );
+    assert_eq!(results[2], "Found 1 root(s)");
     assert!(
-        results[2].starts_with("Multi-round complete"),
+        results[3].starts_with("Multi-round complete"),
         "the backend completed after the gateway's second retry: {}",
-        results[2]
+        results[3]
     );
     assert_eq!(
         asked(ann),
         vec![
             q("sampling/createMessage", "haiku please"),
             q("elicitation/create", "your name?"),
+            q("roots/list", ""),
             q("elicitation/create", "Step 1: What is your name?"),
             q("elicitation/create", "Step 2: What is your favorite color?"),
         ]
