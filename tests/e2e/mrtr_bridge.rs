@@ -2,7 +2,7 @@
 //! revisions: a Legacy caller is asked over its own session by the gateway, which
 //! retries the backend call with the answers; a Modern caller gets `input_required`
 //! unchanged and retries itself. Real Python SDK clients (`tests/peers/py_asked.py`,
-//! their elicitation and sampling callbacks) through the gateway to the conformance
+//! their elicitation, sampling and roots callbacks) through the gateway to the conformance
 //! fixture, an rmcp server reached on 2026-07-28, served over loopback HTTP.
 //!
 //! Every answer carries the answering client's name, and the fixture's results quote
@@ -104,6 +104,7 @@ async fn a_legacy_caller_answers_a_modern_backends_elicitation_sampling_and_root
             {"tool": "test_sampling", "arguments": {"prompt": "haiku please"}},
             {"tool": "test_elicitation", "arguments": {"message": "your name?"}},
             {"tool": "test_input_required_result_list_roots"},
+            {"prompt": "test_input_required_result_prompt"},
             // Two rounds, the second asked after the first answer, requestState
             // (HMAC-sealed by the backend) carried between them by the gateway.
             {"tool": "test_input_required_result_multi_round"}
@@ -119,10 +120,10 @@ async fn a_legacy_caller_answers_a_modern_backends_elicitation_sampling_and_root
         r#"User response: action=accept, content={"response":"ann says yes"}"#
     );
     assert_eq!(results[2], "Found 1 root(s)");
-    assert!(
-        results[3].starts_with("Multi-round complete"),
-        "the backend completed after the gateway's second retry: {}",
-        results[3]
+    assert_eq!(results[3], "Prompt with context: ann says yes");
+    assert_eq!(
+        results[4], "Multi-round complete for ann says yes who likes ann says yes",
+        "the backend completed after the gateway's second retry"
     );
     assert_eq!(
         asked(ann),
@@ -130,6 +131,7 @@ async fn a_legacy_caller_answers_a_modern_backends_elicitation_sampling_and_root
             q("sampling/createMessage", "haiku please"),
             q("elicitation/create", "your name?"),
             q("roots/list", ""),
+            q("elicitation/create", "What context should the prompt use?"),
             q("elicitation/create", "Step 1: What is your name?"),
             q("elicitation/create", "Step 2: What is your favorite color?"),
         ]

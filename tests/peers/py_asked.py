@@ -13,10 +13,11 @@ plan.json:
                                                      declare that capability)
                   "stall": false,                   (true: record each question, then
                                                      never answer it)
-                  "calls": [{"tool": NAME, "arguments": {...}}]}]}
+                  "calls": [{"tool": NAME, "arguments": {...}}
+                            | {"prompt": NAME, "arguments": {...}}]}]}
 
-Answers: an elicitation is accepted with content {"response": "<name> says yes"} plus
-every property's schema default; a sampling request gets the text "<name> sampled:
+Answers: an elicitation is accepted with every requested property's schema default, or
+"<name> says yes" for a string property without one (and always under "response"); a sampling request gets the text "<name> sampled:
 <the request's first message text>" from model "model-<name>"; roots are
 [file:///<name>]. Every client runs at the same time over its own connection; a
 client's calls run in order. Prints one JSON object:
@@ -25,6 +26,7 @@ client's calls run in order. Prints one JSON object:
                                                                 message or the sampling
                                                                 request's first text)
                   "calls": [{"text": T, "is_error": B} | {"error": "..."}]}]}
+    (a prompt's T: its messages' texts joined with newlines)
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ async def run_client(url: str, spec: dict[str, Any], out: dict[str, Any]) -> Non
         for prop, prop_schema in (schema.get("properties") or {}).items():
             if isinstance(prop_schema, dict) and "default" in prop_schema:
                 content.setdefault(prop, prop_schema["default"])
+            elif isinstance(prop_schema, dict) and prop_schema.get("type") == "string":
+                content.setdefault(prop, f"{name} says yes")
         return types.ElicitResult(action="accept", content=content)
 
     async def on_sample(_context: Any, params: Any) -> Any:
@@ -87,6 +91,11 @@ async def run_client(url: str, spec: dict[str, Any], out: dict[str, Any]) -> Non
         out["protocol"] = client.protocol_version
         for call in spec.get("calls", []):
             try:
+                if "prompt" in call:
+                    prompt = await client.get_prompt(call["prompt"], call.get("arguments") or None)
+                    text = "\n".join(getattr(m.content, "text", "") for m in prompt.messages)
+                    calls.append({"text": text, "is_error": False})
+                    continue
                 result = await client.call_tool(call["tool"], call.get("arguments", {}))
                 calls.append({"text": _text(result), "is_error": bool(result.is_error)})
             except Exception as exc:  # noqa: BLE001 - reported, not raised
