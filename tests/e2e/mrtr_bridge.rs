@@ -5,9 +5,10 @@
 //! their elicitation, sampling and roots callbacks) through the gateway to the conformance
 //! fixture, an rmcp server reached on 2026-07-28, served over loopback HTTP.
 //!
-//! Every answer carries the answering client's name, and the fixture's results quote
+//! Every answer carries the answering client's name, and the backend's results quote
 //! the answer they received, so "the answer reached the backend" is read from what the
-//! backend returns.
+//! backend returns. The Python SDK backend (`py_backend.py --asking-tools`, its
+//! resolvers) is a second, independent Modern backend for the same round trips.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Stdio;
@@ -17,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use vmcp_conformance_fixture::RunningFixture;
-use vmcp_tests::{Gateway, config, gateway, python, repo_root};
+use vmcp_tests::{Gateway, config, gateway, py_backend, python, repo_root};
 
 /// The conformance fixture on loopback and a gateway fronting it with bare names.
 async fn fixture_behind_gateway(extra: &str) -> (RunningFixture, Gateway) {
@@ -253,4 +254,48 @@ async fn a_legacy_caller_that_never_answers_ends_within_the_call_timeout() {
     assert!(error.contains("did not answer"), "{error}");
     // 3 s budget; generous bound for a loaded machine, well under the client's own 30 s.
     assert!(elapsed < Duration::from_secs(25), "{elapsed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_backend_gets_both_revisions_answers() {
+    let py = py_backend("pyb", &["--asking-tools"]).await;
+    let gw = gateway(config(&format!(
+        "backends:\n  - {{name: pyb, url: '{}'}}\naggregation:\n  conflictResolution: priority\n  conflictResolutionConfig: {{priorityOrder: [pyb]}}\n",
+        py.url
+    )))
+    .await;
+    let plan = |mode: &str, name: &str| {
+        json!({"mode": mode, "name": name, "answers": ["elicitation", "sampling", "roots"], "calls": [
+            {"tool": "sample", "arguments": {"prompt": format!("{name} prompt")}},
+            {"tool": "ask", "arguments": {"question": format!("{name} question")}},
+            {"tool": "roots"}
+        ]})
+    };
+    let out = clients(
+        &gw.url(),
+        json!({"clients": [plan("legacy", "leo"), plan("2026-07-28", "mia")]}),
+    )
+    .await;
+    for (client, protocol, name) in [
+        (&out[0], "2025-11-25", "leo"),
+        (&out[1], "2026-07-28", "mia"),
+    ] {
+        assert_eq!(client["protocol"], protocol, "{client}");
+        assert_eq!(
+            texts(client),
+            vec![
+                format!("pyb got: {name} sampled: {name} prompt"),
+                format!("pyb heard: {name} says yes"),
+                format!("pyb sees: file:///{name}"),
+            ]
+        );
+        assert_eq!(
+            asked(client),
+            vec![
+                q("sampling/createMessage", &format!("{name} prompt")),
+                q("elicitation/create", &format!("{name} question")),
+                q("roots/list", ""),
+            ]
+        );
+    }
 }
