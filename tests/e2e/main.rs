@@ -9,6 +9,7 @@ mod authz;
 mod authz_notify;
 mod authz_verbs;
 mod bounded_waits;
+mod bridge;
 mod composite;
 mod conflicts;
 mod edge;

@@ -7,6 +7,7 @@
 
 mod admission;
 mod ask;
+mod bridge;
 mod caller;
 mod caller_key;
 mod forward;
@@ -52,8 +53,9 @@ pub(crate) struct VmcpHandler {
     /// Legacy sessions' `logging/setLevel` choices.
     log_levels: Arc<LogLevels>,
     /// Seals state the gateway hands to Modern clients (`input_required` requestState).
-    #[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
     sealer: Arc<crate::seal::Sealer>,
+    /// Legacy backend calls waiting for a Modern caller's input (`handler::bridge`).
+    parked: Arc<bridge::Parked>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -103,6 +105,7 @@ impl VmcpHandler {
             info: Arc::new(info),
             log_levels: Arc::default(),
             sealer: Arc::default(),
+            parked: Arc::default(),
         }
     }
 
@@ -397,53 +400,73 @@ impl ServerHandler for VmcpHandler {
         if client.revision() == Some(McpRevision::Modern) {
             mrtr::declare(&mut params.meta, &ctx);
         }
+        let caps = caller::bridged_caps(&ctx, &client);
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
         let budget = self.budget(&backend, &ctx);
-        let started = tokio::time::Instant::now();
-        let (ctx_ref, client_ref) = (&ctx, &client);
-        let response = drive(&ctx, wants, |relay| async move {
-            let once = |params: CallToolRequestParams, budget: CallBudget| {
-                let relay = relay.clone();
-                self.on_backend(client_ref, ctx_ref, move |c| {
-                    let params = params.clone();
-                    let relay = relay.clone();
-                    async move { c.call_tool_relayed(params, budget, relay).await }
-                })
-            };
-            let first = once(params.clone(), budget).await;
-            if is_modern(ctx_ref)
-                || first
-                    .as_ref()
-                    .map_or(true, |r| r.input_required().is_none())
-            {
-                return Ok(first);
-            }
-            // Boxed: only calls a Legacy caller must answer take this path.
-            Box::pin(mrtr::complete_for_legacy(
-                ctx_ref,
-                budget,
-                started,
-                first,
-                |retry, budget| {
-                    let mut params = params.clone();
-                    params.input_responses = Some(retry.input_responses);
-                    params.request_state = retry.request_state;
-                    once(params, budget)
-                },
-            ))
+        let resumes =
+            params.request_state.is_some() && client.revision() == Some(McpRevision::Legacy);
+        let response = if !caps.is_empty() || resumes {
+            // A Legacy backend that may ask this caller (handler::bridge). Boxed: rmcp
+            // moves the whole handler future per request, and plain calls should not
+            // pay for the size of the bridged ones.
+            match Box::pin(
+                self.call_tool_bridged(&ctx, &client, &name, params, caps, wants, budget),
+            )
             .await
-        })
-        .await;
-        let response = match response {
-            Ok(Ok(response)) => response,
-            Ok(Err(unbridged)) => {
-                call.failed(&unbridged.to_string());
-                return Err(unbridged.into());
+            {
+                Ok(response) => response,
+                Err(error) => {
+                    call.cancelled();
+                    return Err(error);
+                }
             }
-            Err(cancelled) => {
-                call.cancelled();
-                return Err(cancelled.into());
+        } else {
+            let started = tokio::time::Instant::now();
+            let (ctx_ref, client_ref) = (&ctx, &client);
+            let response = drive(&ctx, wants, |relay| async move {
+                let once = |params: CallToolRequestParams, budget: CallBudget| {
+                    let relay = relay.clone();
+                    self.on_backend(client_ref, ctx_ref, move |c| {
+                        let params = params.clone();
+                        let relay = relay.clone();
+                        async move { c.call_tool_relayed(params, budget, relay).await }
+                    })
+                };
+                let first = once(params.clone(), budget).await;
+                if is_modern(ctx_ref)
+                    || first
+                        .as_ref()
+                        .map_or(true, |r| r.input_required().is_none())
+                {
+                    return Ok(first);
+                }
+                // Boxed: only calls a Legacy caller must answer take this path.
+                Box::pin(mrtr::complete_for_legacy(
+                    ctx_ref,
+                    budget,
+                    started,
+                    first,
+                    |retry, budget| {
+                        let mut params = params.clone();
+                        params.input_responses = Some(retry.input_responses);
+                        params.request_state = retry.request_state;
+                        once(params, budget)
+                    },
+                ))
+                .await
+            })
+            .await;
+            match response {
+                Ok(Ok(response)) => response,
+                Ok(Err(unbridged)) => {
+                    call.failed(&unbridged.to_string());
+                    return Err(unbridged.into());
+                }
+                Err(cancelled) => {
+                    call.cancelled();
+                    return Err(cancelled.into());
+                }
             }
         };
         call.end(&response);

@@ -212,6 +212,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         }
     }
     config.operational.sessions.validate(&mut errors);
+    config.operational.parked_calls.validate(&mut errors);
     let oidc = config
         .incoming_auth
         .as_ref()

@@ -107,7 +107,7 @@ where
 /// Send one relayed notification to the caller. Legacy sessions get progress on the
 /// request's own stream (rmcp routes it by the client's token) and logs on the
 /// session stream; Modern requests get both on their answer stream.
-async fn deliver(peer: &Peer<RoleServer>, item: Relayed) {
+pub(super) async fn deliver(peer: &Peer<RoleServer>, item: Relayed) {
     let sent = match item {
         Relayed::Progress(progress) => peer.notify_progress(progress).await,
         Relayed::Log(log) => peer.notify_logging_message(log).await,
