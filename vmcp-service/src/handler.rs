@@ -8,9 +8,11 @@
 mod admission;
 mod caller;
 mod caller_key;
+mod elicit;
 mod forward;
 mod observe;
 mod workflow;
+mod workflow_state;
 
 use std::sync::Arc;
 
@@ -48,7 +50,6 @@ pub(crate) struct VmcpHandler {
     /// Legacy sessions' `logging/setLevel` choices.
     log_levels: Arc<LogLevels>,
     /// Seals state the gateway hands to Modern clients (`input_required` requestState).
-    #[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
     sealer: Arc<crate::seal::Sealer>,
 }
 
@@ -380,9 +381,7 @@ impl ServerHandler for VmcpHandler {
         if let Some(workflow) = self.aggregator.workflows().get(&params.name)
             && self.aggregator.catalog().local_tool(&params.name).is_some()
         {
-            return self
-                .call_composite(workflow.clone(), params.arguments, &ctx)
-                .await;
+            return self.call_composite(workflow.clone(), params, &ctx).await;
         }
         let name = params.name.clone();
         let Routed {
