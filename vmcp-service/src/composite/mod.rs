@@ -183,8 +183,13 @@ pub(crate) trait StepCaller: Send + Sync + 'static {
         entry: ToolEntry,
         arguments: Map<String, Value>,
     ) -> BoxFuture<'static, Result<CallToolResult, String>>;
-    /// Ask the caller.
-    fn elicit(&self, message: String, schema: Map<String, Value>) -> BoxFuture<'static, Ask>;
+    /// Ask the caller, waiting at most `within` for its answer.
+    fn elicit(
+        &self,
+        message: String,
+        schema: Map<String, Value>,
+        within: Duration,
+    ) -> BoxFuture<'static, Ask>;
     /// Write one step's audit line.
     fn audit(&self, record: &StepRecord<'_>);
 }

@@ -1,13 +1,20 @@
 //! Elicitation for composite steps: the form request of a step, asking a
-//! 2025-11-25 caller over its session, and reading the answer.
-//! (`handler/ask.rs`, when it lands, generalises the asking to backend calls.)
+//! 2025-11-25 caller over its session (through `handler::ask`), and reading the
+//! answer.
+
+use std::time::Duration;
 
 use rmcp::RoleServer;
-use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ServerRequest};
-use rmcp::service::Peer;
+use rmcp::model::{ElicitRequestParams, ElicitResult};
+use rmcp::service::RequestContext;
 use serde_json::{Map, Value};
 
+use super::ask::{self, AskError};
 use crate::composite::{Ask, Elicited};
+
+/// Why a caller that did not declare elicitation was not asked.
+pub(super) const CANNOT_ANSWER: &str =
+    "this client cannot answer elicitation (it did not declare the capability)";
 
 /// The caller's answer as a step sees it.
 pub(super) fn elicited(result: ElicitResult) -> Elicited {
@@ -36,25 +43,23 @@ pub(super) fn form(
     })
 }
 
-/// Ask a 2025-11-25 caller over its session.
+/// Ask the 2025-11-25 caller of `ctx` over its session (`handler::ask`), waiting
+/// at most `within`. Any failure to get an answer is a reason (counts as a decline).
 pub(super) async fn ask_over_session(
-    peer: Peer<RoleServer>,
+    ctx: RequestContext<RoleServer>,
     message: String,
     schema: Map<String, Value>,
+    within: Duration,
 ) -> Ask {
     let params = match form(message, schema) {
         Ok(params) => params,
         Err(why) => return Ask::Unavailable(why),
     };
-    // rmcp's `create_elicitation` sits behind its `elicitation` feature (which pulls
-    // in `url`); sending the request directly needs neither.
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
-    match peer.send_request(request).await {
-        Ok(ClientResult::ElicitResult(result)) => Ask::Answered(elicited(result)),
-        Ok(other) => match serde_json::to_value(other).and_then(serde_json::from_value) {
-            Ok(result) => Ask::Answered(elicited(result)),
-            Err(_) => Ask::Unavailable("the client's answer is not an elicitation result".into()),
-        },
+    match ask::ask(&ctx, ask::Ask::Elicit(Box::new(params)), within).await {
+        Ok(ask::Answer::Elicit(result)) => Ask::Answered(elicited(result)),
+        Ok(_) => Ask::Unavailable("the caller's answer is not an elicitation result".into()),
+        Err(AskError::NotDeclared(_)) => Ask::Unavailable(CANNOT_ANSWER.into()),
+        Err(AskError::TimedOut(limit)) => Ask::Unavailable(format!("no answer within {limit:?}")),
         Err(e) => Ask::Unavailable(format!("the client did not answer the elicitation: {e}")),
     }
 }

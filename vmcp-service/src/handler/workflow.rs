@@ -6,6 +6,7 @@
 //! (`workflow_state`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -17,7 +18,7 @@ use serde_json::{Map, Value};
 use vmcp_layers::context::{AdmissionHandle, BackendCalls, Identity, WorkflowAudit, WorkflowStep};
 
 use super::admission::extension;
-use super::elicit::ask_over_session;
+use super::elicit::{CANNOT_ANSWER, ask_over_session};
 use super::observe::ObservedCall;
 use super::workflow_state::{Resume, StateCaller};
 use super::{VmcpHandler, client_error, is_modern};
@@ -113,18 +114,22 @@ impl StepCaller for Steps {
         })
     }
 
-    fn elicit(&self, message: String, schema: Map<String, Value>) -> BoxFuture<'static, Ask> {
+    fn elicit(
+        &self,
+        message: String,
+        schema: Map<String, Value>,
+        within: Duration,
+    ) -> BoxFuture<'static, Ask> {
         if !self.can_elicit {
             return Box::pin(futures::future::ready(Ask::Unavailable(
-                "this client cannot answer elicitation (it did not declare the capability)"
-                    .to_owned(),
+                CANNOT_ANSWER.to_owned(),
             )));
         }
         if self.modern {
             // Asked in the `input_required` result once the run pauses.
             return Box::pin(futures::future::ready(Ask::Later));
         }
-        Box::pin(ask_over_session(self.ctx.peer.clone(), message, schema))
+        Box::pin(ask_over_session(self.ctx.clone(), message, schema, within))
     }
 
     fn audit(&self, record: &StepRecord<'_>) {

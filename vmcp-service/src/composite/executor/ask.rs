@@ -61,8 +61,11 @@ impl Run {
         };
         let schema = step.schema.clone().unwrap_or_else(empty_schema);
         let limit = step.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
-        let ask = self.caller.elicit(message.clone(), schema.clone());
-        let answer = match tokio::time::timeout(limit, ask).await {
+        let ask = self.caller.elicit(message.clone(), schema.clone(), limit);
+        // The caller's side bounds its own wait by `limit` (and tells the client it
+        // gave up); this bound only backs it up.
+        let backstop = limit.saturating_add(Duration::from_secs(1));
+        let answer = match tokio::time::timeout(backstop, ask).await {
             Ok(Ask::Answered(answer)) => Ok(answer),
             Ok(Ask::Later) => {
                 return Next::Ask(Question {
