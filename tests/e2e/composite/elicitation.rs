@@ -202,4 +202,29 @@ async fn a_request_state_not_sealed_for_this_call_is_one_invalid_params() {
         "{done}"
     );
     assert_eq!(flow.calls_of("stamp").len(), 1);
+
+    // A reload that changes the composite between rounds: the genuine state is
+    // refused as stale, not resumed into a different graph.
+    let paused = call_greet(&url, "hey", None).await;
+    let state = paused["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let changed = COMPOSITES.replace("Who gets the", "Whom shall we give the");
+    gw.vmcp.reload(flow_config(&flow, &changed)).await.unwrap();
+    let again = json!({"ask": {"action": "accept", "content": {"name": "Cy"}}});
+    let reply = call_greet(&url, "hey", Some((again, &state))).await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("changed"),
+        "{reply}"
+    );
+    assert_eq!(
+        flow.calls_of("echo").len(),
+        1,
+        "the stale state ran no step"
+    );
 }
