@@ -10,10 +10,12 @@ mod ask;
 mod bridge;
 mod caller;
 mod caller_key;
+mod elicit;
 mod forward;
 mod mrtr;
 mod observe;
 mod workflow;
+mod workflow_state;
 
 use std::sync::Arc;
 
@@ -387,9 +389,7 @@ impl ServerHandler for VmcpHandler {
         if let Some(workflow) = self.aggregator.workflows().get(&params.name)
             && self.aggregator.catalog().local_tool(&params.name).is_some()
         {
-            return self
-                .call_composite(workflow.clone(), params.arguments, &ctx)
-                .await;
+            return self.call_composite(workflow.clone(), params, &ctx).await;
         }
         let name = params.name.clone();
         let Routed {
