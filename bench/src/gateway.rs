@@ -46,7 +46,7 @@ pub async fn start_gateway(
             }
         } else {
             (
-                axum::Router::new().nest_service("/mcp", vmcp.service()),
+                axum::Router::new().nest_service("/mcp", service(&vmcp)),
                 None,
             )
         };
@@ -66,6 +66,18 @@ pub async fn start_gateway(
         anyhow::Ok(Ok((Gateway { vmcp, addr, stop }, stack)))
     })
     .await?
+}
+
+/// The service under test: `Vmcp::service()`, or with `VMCP_BENCH_FAST_PATH=0` the
+/// same service with every request answered by rmcp's server (the path before the
+/// fast path existed, for before/after figures from one build).
+pub fn service(vmcp: &Vmcp) -> vmcp_service::VmcpService {
+    let service = vmcp.service();
+    if std::env::var_os("VMCP_BENCH_FAST_PATH").is_some_and(|v| v == "0") {
+        service.without_fast_path()
+    } else {
+        service
+    }
 }
 
 /// A configuration from YAML, through the configuration loader.

@@ -12,6 +12,7 @@ mod bounded_waits;
 mod composite;
 mod conflicts;
 mod edge;
+mod edge_session;
 mod failures;
 mod filtering;
 mod forwarding;

@@ -27,7 +27,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
-use forward::{LogLevels, drive, wants};
+pub(crate) use forward::LogLevels;
+use forward::{drive, wants};
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
@@ -100,6 +101,12 @@ impl VmcpHandler {
             log_levels: Arc::default(),
             sealer: Arc::default(),
         }
+    }
+
+    /// The Legacy sessions' log levels (the fast path leaves sessions that set one
+    /// to this handler).
+    pub(crate) fn log_levels(&self) -> Arc<LogLevels> {
+        self.log_levels.clone()
     }
 
     fn page_size(&self) -> usize {
