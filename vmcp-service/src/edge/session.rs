@@ -180,6 +180,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(deprecated)] // Sampling and roots are deprecated by SEP-2577, still declared.
     fn clients_that_can_be_asked_keep_the_handler() {
         assert!(asks_nothing(&ClientCapabilities::default()));
         assert!(!asks_nothing(
