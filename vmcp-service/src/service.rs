@@ -516,8 +516,9 @@ where
                     Some(listen) => inner.handle(listen.apply(req).await).await,
                     None => {
                         if let Some((edge, admitted)) = fast(&edge, &req, stacked, owned) {
-                            let response = edge.serve(admitted).await;
-                            return Ok(held(response, in_use));
+                            if let Some(response) = edge.serve(admitted).await {
+                                return Ok(held(response, in_use));
+                            }
                         }
                         inner.handle(req).await
                     }
@@ -527,8 +528,9 @@ where
                         if let Some((edge, admitted)) =
                             fast(&edge, &req, parsed.map(Arc::new), owned)
                         {
-                            let response = edge.serve(admitted).await;
-                            return Ok(held(response, in_use));
+                            if let Some(response) = edge.serve(admitted).await {
+                                return Ok(held(response, in_use));
+                            }
                         }
                         inner.handle(req).await
                     }

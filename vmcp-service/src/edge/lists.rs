@@ -152,7 +152,7 @@ fn serialize(
         }
     };
     if legacy {
-        result = super::session::for_legacy_peer(result)?;
+        result = super::session::for_legacy_peer(result);
     }
     serde_json::to_vec(&result)
         .map(Bytes::from)

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use rmcp::model::{ErrorCode, NumberOrString, ServerJsonRpcMessage};
+use rmcp::model::{ErrorCode, NumberOrString, ServerJsonRpcMessage, ServerResult};
 use serde_json::{Map, Value};
 use vmcp_layers::context::{
     AdmissionHandle, BackendCalls, ListKind, McpRevision, ParsedMcpRequest,
@@ -305,8 +305,12 @@ impl Edge {
                 .is_some_and(|client| client.revision() == Some(McpRevision::Modern))
     }
 
-    /// Answer an admitted request.
-    pub(crate) async fn serve(&self, admitted: Admitted) -> Response<Body> {
+    /// Answer an admitted request, or hand it back (`None`: serve it with rmcp, as if
+    /// never admitted) when a 2025-11-25 caller's backend answered `input_required`:
+    /// the handler asks the caller over its session and retries (`handler::mrtr`),
+    /// which needs the session's peer. The handler's own first call repeats the
+    /// backend's, which had not completed (that is what `input_required` says).
+    pub(crate) async fn serve(&self, admitted: Admitted) -> Option<Response<Body>> {
         let Admitted {
             verb,
             id,
@@ -316,7 +320,6 @@ impl Edge {
             filtered,
             session,
         } = admitted;
-        self.served.fetch_add(1, Ordering::Relaxed);
         let legacy = session.is_some();
         let catalog = self.aggregator.catalog();
         let outcome = match verb {
@@ -324,7 +327,10 @@ impl Edge {
                 let cursor = parsed.params_rest.get("cursor").and_then(Value::as_str);
                 let page_size = self.aggregator.config().page_size();
                 match self.pages.page(&catalog, kind, cursor, page_size, legacy) {
-                    Ok(bytes) => return json(StatusCode::OK, envelope(&id, &bytes)),
+                    Ok(bytes) => {
+                        self.served.fetch_add(1, Ordering::Relaxed);
+                        return Some(json(StatusCode::OK, envelope(&id, &bytes)));
+                    }
                     Err(error) => Err(error),
                 }
             }
@@ -351,7 +357,10 @@ impl Edge {
                         let inflight = self.session.start(session, raw_id);
                         tokio::select! {
                             outcome = call => outcome,
-                            () = inflight.token.cancelled() => return no_answer(),
+                            () = inflight.token.cancelled() => {
+                                self.served.fetch_add(1, Ordering::Relaxed);
+                                return Some(no_answer());
+                            }
                         }
                     }
                     _ => call.await,
@@ -359,9 +368,11 @@ impl Edge {
             }
         };
         let outcome = match outcome {
-            Ok(result) if legacy => session::for_legacy_peer(result),
+            Ok(ServerResult::InputRequiredResult(_)) if legacy => return None,
+            Ok(result) if legacy => Ok(session::for_legacy_peer(result)),
             other => other,
         };
+        self.served.fetch_add(1, Ordering::Relaxed);
         let message = match outcome {
             Ok(result) => ServerJsonRpcMessage::response(result, id),
             Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
@@ -372,7 +383,7 @@ impl Edge {
         } else {
             status_of(&message)
         };
-        match serde_json::to_vec(&message) {
+        Some(match serde_json::to_vec(&message) {
             Ok(body) => json(status, Bytes::from(body)),
             Err(error) => {
                 tracing::error!("could not serialize an answer: {error}");
@@ -380,7 +391,7 @@ impl Edge {
                 *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
                 response
             }
-        }
+        })
     }
 }
 

@@ -20,14 +20,14 @@
 //!
 //! The answer is `application/json` where rmcp would open an event stream for the
 //! one message (both are allowed for a POSTed request), shaped for a Legacy peer as
-//! rmcp shapes it (`resultType: complete` and non-object tool output removed, an
-//! input-required result refused).
+//! rmcp shapes it (`resultType: complete` and non-object tool output removed). A
+//! backend that answers `input_required` anyway gets the call back from the handler,
+//! which bridges it over the session (`handler::mrtr`).
 
 use std::sync::Arc;
 
 use dashmap::DashMap;
 use http::HeaderMap;
-use rmcp::ErrorData;
 use rmcp::model::{ClientCapabilities, ProtocolVersion, ServerResult};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -118,19 +118,13 @@ impl SessionState {
     }
 }
 
-/// A result shaped for a pre-2026-07-28 peer, as rmcp's server shapes it: an
-/// input-required result refused, `resultType: complete` and non-object tool output
-/// removed.
-pub(super) fn for_legacy_peer(mut result: ServerResult) -> Result<ServerResult, ErrorData> {
-    if matches!(result, ServerResult::InputRequiredResult(_)) {
-        return Err(ErrorData::invalid_request(
-            "InputRequiredResult requires negotiated protocol version 2026-07-28 or newer",
-            None,
-        ));
-    }
+/// A result shaped for a pre-2026-07-28 peer, as rmcp's server shapes it:
+/// `resultType: complete` and non-object tool output removed. (An input-required
+/// result never gets here: the edge hands that call back to the handler.)
+pub(super) fn for_legacy_peer(mut result: ServerResult) -> ServerResult {
     result.strip_result_type_for_legacy_peer();
     result.strip_non_object_output_for_legacy_peer();
-    Ok(result)
+    result
 }
 
 /// `MCP-Protocol-Version` absent, or sent once with a version rmcp knows from before
