@@ -515,10 +515,10 @@ where
                 None => match listen {
                     Some(listen) => inner.handle(listen.apply(req).await).await,
                     None => {
-                        if let Some((edge, admitted)) = fast(&edge, &req, stacked, owned) {
-                            if let Some(response) = edge.serve(admitted).await {
-                                return Ok(held(response, in_use));
-                            }
+                        if let Some((edge, admitted)) = fast(&edge, &req, stacked, owned)
+                            && let Some(response) = edge.serve(admitted).await
+                        {
+                            return Ok(held(response, in_use));
                         }
                         inner.handle(req).await
                     }
@@ -527,10 +527,9 @@ where
                     Ok((req, parsed)) => {
                         if let Some((edge, admitted)) =
                             fast(&edge, &req, parsed.map(Arc::new), owned)
+                            && let Some(response) = edge.serve(admitted).await
                         {
-                            if let Some(response) = edge.serve(admitted).await {
-                                return Ok(held(response, in_use));
-                            }
+                            return Ok(held(response, in_use));
                         }
                         inner.handle(req).await
                     }
@@ -569,9 +568,8 @@ where
     }
 }
 
-/// The fast path's decision for `req` (see the `edge` module), given its one parse
-/// and the session it may answer for; a session's other messages are shown to the
-/// edge too (a `notifications/cancelled` may name a call it runs).
+/// The fast path's decision for `req` (see `edge`); a session's other messages are
+/// shown to the edge too (a `notifications/cancelled` may name a call it runs).
 fn fast<'e, B: http_body::Body>(
     edge: &'e Option<crate::edge::Edge>,
     req: &http::Request<B>,
@@ -579,15 +577,11 @@ fn fast<'e, B: http_body::Body>(
     session: Option<String>,
 ) -> Option<(&'e crate::edge::Edge, crate::edge::Admitted)> {
     let (edge, parsed) = (edge.as_ref()?, parsed?);
-    match edge.admit(req, &parsed, session.as_deref()) {
-        Some(admitted) => Some((edge, admitted)),
-        None => {
-            if let Some(session) = &session {
-                edge.session_message(session, &parsed);
-            }
-            None
-        }
+    let admitted = edge.admit(req, &parsed, session.as_deref());
+    if let (None, Some(session)) = (&admitted, &session) {
+        edge.session_message(session, &parsed);
     }
+    admitted.map(|admitted| (edge, admitted))
 }
 
 /// `response`, keeping its session in use until its body ends.
