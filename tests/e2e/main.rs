@@ -13,6 +13,7 @@ mod bridge;
 mod composite;
 mod conflicts;
 mod edge;
+mod edge_session;
 mod failures;
 mod filtering;
 mod forwarding;

@@ -33,7 +33,8 @@ use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
-use forward::{LogLevels, drive, wants};
+pub(crate) use forward::LogLevels;
+use forward::{drive, wants};
 use mrtr::MaybeInputRequired;
 use observe::ObservedCall;
 
@@ -109,6 +110,12 @@ impl VmcpHandler {
             sealer: Arc::default(),
             parked: Arc::default(),
         }
+    }
+
+    /// The Legacy sessions' log levels (the fast path leaves sessions that set one
+    /// to this handler).
+    pub(crate) fn log_levels(&self) -> Arc<LogLevels> {
+        self.log_levels.clone()
     }
 
     fn page_size(&self) -> usize {

@@ -20,13 +20,19 @@ use crate::sessions::Sessions;
 
 /// Log levels of Legacy sessions, by `Mcp-Session-Id`.
 #[derive(Debug, Default)]
-pub(super) struct LogLevels(DashMap<String, LoggingLevel>);
+pub(crate) struct LogLevels(DashMap<String, LoggingLevel>);
 
 impl LogLevels {
     /// `session` asked for `level`; levels of sessions that ended are dropped.
     pub(super) fn set(&self, sessions: &Sessions, session: String, level: LoggingLevel) {
         self.0.retain(|id, _| sessions.has_legacy(id));
         self.0.insert(session, level);
+    }
+
+    /// Whether `session` chose a level (its calls relay logs: the fast path leaves
+    /// them to the handler).
+    pub(crate) fn is_set(&self, session: &str) -> bool {
+        !self.0.is_empty() && self.0.contains_key(session)
     }
 
     fn get(&self, session: &str) -> Option<LoggingLevel> {
