@@ -117,6 +117,20 @@ impl VmcpHandler {
         let timeout = self.aggregator.config().call_timeout(backend);
         CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)))
     }
+
+    /// The Legacy session of `ctx`, registered now if this request overtook
+    /// `notifications/initialized`: rmcp runs `on_initialized` on a task of its own,
+    /// and MCP lets a client send requests without awaiting that notification's 202.
+    /// The session is live: rmcp has answered unknown ones (404), and session binding
+    /// sends strangers there.
+    fn live_session(&self, ctx: &RequestContext<RoleServer>) -> Option<String> {
+        let session = session_id(&ctx.extensions)?;
+        self.sessions
+            .add_legacy(Some(session.clone()), ctx.peer.clone(), || {
+                admission::visibility(&ctx.extensions, &self.aggregator.catalog())
+            });
+        Some(session)
+    }
 }
 
 /// Map a backend failure to what the client sees. Transport details (URLs, socket
@@ -176,9 +190,10 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        let visibility = admission::visibility(&ctx.extensions, &self.aggregator.catalog());
         self.sessions
-            .add_legacy(session_id(&ctx.extensions), ctx.peer, visibility);
+            .add_legacy(session_id(&ctx.extensions), ctx.peer, || {
+                admission::visibility(&ctx.extensions, &self.aggregator.catalog())
+            });
     }
 
     #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
@@ -198,7 +213,7 @@ impl ServerHandler for VmcpHandler {
                 None,
             ));
         }
-        let session = session_id(&ctx.extensions).ok_or_else(|| {
+        let session = self.live_session(&ctx).ok_or_else(|| {
             ErrorData::invalid_request("resources/subscribe needs a session", None)
         })?;
         if self.sessions.subscribe(&session, &params.uri) {
@@ -229,7 +244,8 @@ impl ServerHandler for VmcpHandler {
         params: rmcp::model::SetLevelRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = session_id(&ctx.extensions)
+        let session = self
+            .live_session(&ctx)
             .ok_or_else(|| ErrorData::invalid_request("logging/setLevel needs a session", None))?;
         if !self.sessions.has_legacy(&session) {
             return Err(ErrorData::invalid_request("unknown session", None));
