@@ -21,7 +21,9 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
     Tool,
 };
-use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
+use rmcp::model::{
+    RequestParamsMeta, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::context::ListKind;
@@ -32,7 +34,8 @@ use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
 use crate::backend::meta::strip_reserved;
-use crate::backend::{BackendError, CallBudget};
+use crate::backend::relay::Relay;
+use crate::backend::{BackendClient, BackendError, CallBudget};
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
@@ -130,6 +133,65 @@ impl VmcpHandler {
                 admission::visibility(&ctx.extensions, &self.aggregator.catalog())
             });
         Some(session)
+    }
+
+    /// `send` on the connection `ctx`'s caller uses for `client`'s backend, within
+    /// the caller's budget for it: the half every forwarded request shares.
+    async fn forward<P, T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        client: &Arc<BackendClient>,
+        params: P,
+        send: F,
+    ) -> Result<T, BackendError>
+    where
+        P: Clone,
+        F: Fn(Arc<BackendClient>, P, CallBudget) -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let budget = self.budget(client.name(), ctx);
+        self.on_backend(client, ctx, |c| send(c, params.clone(), budget))
+            .await
+    }
+
+    /// A call whose progress and logs reach the caller while it runs (`tools/call`,
+    /// `prompts/get`): its telemetry span, the relay, the caller's cancellation, and
+    /// the client's view of a failure.
+    async fn relayed<P, T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        routed: Routed<P>,
+        method: &'static str,
+        name: &str,
+        send: F,
+    ) -> Result<T, ErrorData>
+    where
+        P: RequestParamsMeta + Clone,
+        F: Fn(Arc<BackendClient>, P, CallBudget, Option<Relay>) -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let Routed {
+            backend,
+            mut params,
+        } = routed;
+        let client = self.backend(&backend)?;
+        let call = ObservedCall::start(ctx, &backend, method, Some(name), params.meta_mut());
+        let wants = wants(ctx, &self.log_levels, || session_id(&ctx.extensions));
+        let response = drive(ctx, wants, |relay| {
+            self.forward(ctx, &client, params, move |c, params, budget| {
+                send(c, params, budget, relay.clone())
+            })
+        })
+        .await;
+        let response = match response {
+            Ok(response) => response,
+            Err(cancelled) => {
+                call.cancelled();
+                return Err(cancelled.into());
+            }
+        };
+        call.end(&response);
+        response.map_err(|e| client_error(e, is_modern(ctx)))
     }
 }
 
@@ -401,31 +463,18 @@ impl ServerHandler for VmcpHandler {
                 .await;
         }
         let name = params.name.clone();
-        let Routed {
-            backend,
-            mut params,
-        } = router::route_tool(&self.aggregator.catalog(), params)?;
-        let client = self.backend(&backend)?;
-        let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
-        let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let budget = self.budget(&backend, &ctx);
-        let response = drive(&ctx, wants, |relay| {
-            self.on_backend(&client, &ctx, move |c| {
-                let params = params.clone();
-                let relay = relay.clone();
-                async move { c.call_tool_relayed(params, budget, relay).await }
-            })
-        })
-        .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(cancelled) => {
-                call.cancelled();
-                return Err(cancelled.into());
-            }
-        };
-        call.end(&response);
-        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
+        let routed = router::route_tool(&self.aggregator.catalog(), params)?;
+        let response = self
+            .relayed(
+                &ctx,
+                routed,
+                "tools/call",
+                &name,
+                |c, params, budget, relay| async move {
+                    c.call_tool_relayed(params, budget, relay).await
+                },
+            )
+            .await?;
         Ok(match response {
             CallToolResponse::Complete(mut result) => {
                 if let Some(meta) = result.meta.as_mut() {
@@ -446,32 +495,18 @@ impl ServerHandler for VmcpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let name = params.name.clone();
-        let Routed {
-            backend,
-            mut params,
-        } = router::route_prompt(&self.aggregator.catalog(), params)?;
-        let client = self.backend(&backend)?;
-        let call =
-            ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
-        let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let budget = self.budget(&backend, &ctx);
-        let response = drive(&ctx, wants, |relay| {
-            self.on_backend(&client, &ctx, move |c| {
-                let params = params.clone();
-                let relay = relay.clone();
-                async move { c.get_prompt_relayed(params, budget, relay).await }
-            })
-        })
-        .await;
-        let response = match response {
-            Ok(response) => response,
-            Err(cancelled) => {
-                call.cancelled();
-                return Err(cancelled.into());
-            }
-        };
-        call.end(&response);
-        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
+        let routed = router::route_prompt(&self.aggregator.catalog(), params)?;
+        let response = self
+            .relayed(
+                &ctx,
+                routed,
+                "prompts/get",
+                &name,
+                |c, params, budget, relay| async move {
+                    c.get_prompt_relayed(params, budget, relay).await
+                },
+            )
+            .await?;
         Ok(match response {
             GetPromptResponse::Complete(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
@@ -499,11 +534,9 @@ impl ServerHandler for VmcpHandler {
             Some(&uri),
             &mut params.meta,
         );
-        let budget = self.budget(&backend, &ctx);
         let response = self
-            .on_backend(&client, &ctx, |c| {
-                let params = params.clone();
-                async move { c.read_resource(params, budget).await }
+            .forward(&ctx, &client, params, |c, params, budget| async move {
+                c.read_resource(params, budget).await
             })
             .await;
         call.end(&response);
@@ -536,11 +569,9 @@ impl ServerHandler for VmcpHandler {
             return Ok(CompleteResult::new(CompletionInfo::default()));
         };
         let client = self.backend(&backend)?;
-        let budget = self.budget(&backend, &ctx);
         let mut result = self
-            .on_backend(&client, &ctx, |c| {
-                let params = params.clone();
-                async move { c.complete(params, budget).await }
+            .forward(&ctx, &client, params, |c, params, budget| async move {
+                c.complete(params, budget).await
             })
             .await
             .map_err(|e| client_error(e, is_modern(&ctx)))?;
