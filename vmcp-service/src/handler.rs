@@ -35,7 +35,7 @@ use observe::ObservedCall;
 use crate::aggregator::Aggregator;
 use crate::backend::meta::strip_reserved;
 use crate::backend::relay::Relay;
-use crate::backend::{BackendClient, BackendError, CallBudget};
+use crate::backend::{BackendClient, BackendError, CallBudget, Received};
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
@@ -115,10 +115,19 @@ impl VmcpHandler {
         })
     }
 
-    /// The backend's call timeout, on behalf of the caller of `ctx`.
+    /// The backend's call timeout, on behalf of the caller of `ctx`, timed from when
+    /// the gateway received the request.
     fn budget(&self, backend: &str, ctx: &RequestContext<RoleServer>) -> CallBudget {
         let timeout = self.aggregator.config().call_timeout(backend);
-        CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)))
+        let received = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| Received::of(&parts.extensions));
+        let budget = CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)));
+        match received {
+            Some(received) => budget.since(received),
+            None => budget,
+        }
     }
 
     /// The Legacy session of `ctx`, registered now if this request overtook

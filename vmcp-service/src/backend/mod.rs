@@ -17,6 +17,7 @@ pub mod sse;
 pub(crate) mod stdio;
 
 pub use callers::Caller;
+pub(crate) use client::Received;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,
     OpenError,

@@ -10,11 +10,12 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerResult,
 };
 use serde_json::Value;
+use tokio::time::Instant;
 use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::strip_reserved;
-use crate::backend::{BackendClient, BackendError};
+use crate::backend::{BackendClient, BackendError, CallBudget};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
@@ -32,6 +33,7 @@ impl Edge {
         parsed: &ParsedMcpRequest,
         tasks: bool,
         calls: Option<BackendCalls>,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = CallToolRequestParams::new(name.clone());
@@ -42,8 +44,9 @@ impl Edge {
         } = router::route_tool(catalog, params)?;
         let client = self.client(&backend)?;
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
-        let timeout = self.aggregator.config().call_timeout(&backend);
-        let response = client.call_tool(params, timeout).await;
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let response = client.call_tool(params, budget).await;
         call.end(&response);
         let response = response.map_err(client_error)?;
         let response = match response {
@@ -70,6 +73,7 @@ impl Edge {
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = GetPromptRequestParams::new(name.clone());
@@ -86,8 +90,9 @@ impl Edge {
             Some(&name),
             &mut params.meta,
         );
-        let timeout = self.aggregator.config().call_timeout(&backend);
-        let response = client.get_prompt(params, timeout).await;
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let response = client.get_prompt(params, budget).await;
         call.end(&response);
         Ok(ServerResult::from(
             match response.map_err(client_error)? {
@@ -106,6 +111,7 @@ impl Edge {
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
         filtered: bool,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         let uri = parsed.uri.clone().unwrap_or_default();
         let Routed {
@@ -120,8 +126,9 @@ impl Edge {
             Some(&uri),
             &mut params.meta,
         );
-        let timeout = self.aggregator.config().call_timeout(&backend);
-        let response = client.read_resource(params, timeout).await;
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let response = client.read_resource(params, budget).await;
         call.end(&response);
         Ok(ServerResult::from(
             match response.map_err(client_error)? {
@@ -147,6 +154,7 @@ impl Edge {
         &self,
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         // rmcp would refuse params that do not read as `CompleteRequestParams`; only
         // well-formed ones were admitted, but a failure here is still answered as rmcp
@@ -161,9 +169,10 @@ impl Edge {
             )));
         };
         let client = self.client(&backend)?;
-        let timeout = self.aggregator.config().call_timeout(&backend);
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
         let mut result = client
-            .complete(params, timeout)
+            .complete(params, budget)
             .await
             .map_err(client_error)?;
         result.result_type = Some(ResultType::COMPLETE);

@@ -143,6 +143,8 @@ pub(crate) struct Admitted {
     /// The caller's admission decided on this request: its answer is the caller's own
     /// (cache scope private).
     filtered: bool,
+    /// When the gateway received it: backend deadlines are timed from here.
+    received: tokio::time::Instant,
 }
 
 impl Edge {
@@ -244,6 +246,7 @@ impl Edge {
             tasks,
             calls: extensions.get::<BackendCalls>().cloned(),
             filtered: extensions.get::<AdmissionHandle>().is_some(),
+            received: crate::backend::Received::of(extensions),
         })
     }
 
@@ -273,6 +276,7 @@ impl Edge {
             tasks,
             calls,
             filtered,
+            received,
         } = admitted;
         self.served.fetch_add(1, Ordering::Relaxed);
         let catalog = self.aggregator.catalog();
@@ -285,10 +289,16 @@ impl Edge {
                     Err(error) => Err(error),
                 }
             }
-            Verb::CallTool => self.call_tool(&catalog, &parsed, tasks, calls).await,
-            Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls).await,
-            Verb::ReadResource => self.read_resource(&catalog, &parsed, calls, filtered).await,
-            Verb::Complete => self.complete(&catalog, &parsed).await,
+            Verb::CallTool => {
+                self.call_tool(&catalog, &parsed, tasks, calls, received)
+                    .await
+            }
+            Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls, received).await,
+            Verb::ReadResource => {
+                self.read_resource(&catalog, &parsed, calls, filtered, received)
+                    .await
+            }
+            Verb::Complete => self.complete(&catalog, &parsed, received).await,
         };
         let message = match outcome {
             Ok(result) => ServerJsonRpcMessage::response(result, id),
