@@ -11,6 +11,7 @@ Usage:
         [--forwarding-tools]   (adds P+"steps", P+"slow" and P+"cancelled", see below)
         [--refuse-bearer 401|403]   (answers every request carrying a bearer token with that
                                      HTTP status: a backend that refuses the gateway's token)
+        [--asking-tools]   (adds P+"ask", P+"sample" and P+"roots": see py_asking_tools.py)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
 line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
@@ -88,6 +89,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-scope", choices=["private", "public"], default="private")
     p.add_argument("--echo-headers", action="store_true", help="add a tool P+'headers' returning the HTTP request headers")
     p.add_argument("--forwarding-tools", action="store_true", help="add tools P+'steps', P+'slow', P+'cancelled'")
+    p.add_argument("--asking-tools", action="store_true", help="add tools P+'ask', P+'sample', P+'roots'")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--refuse-bearer", type=int, choices=[401, 403], default=None, help="answer requests with a bearer token with this status")
@@ -166,6 +168,11 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         @mcp.tool(name=prefix + "cancelled", description="Tags of cancelled slow calls (JSON list)")
         def cancelled_tags() -> str:
             return json.dumps(cancelled)
+
+    if args.asking_tools:
+        import py_asking_tools  # beside this file (sys.path[0])
+
+        py_asking_tools.install(mcp, sname, prefix)
 
     # ---------------------------------------------------------------- resources
     @mcp.resource(f"py://{sname}/static", name="static", description=f"Static text of {sname}", mime_type="text/plain")

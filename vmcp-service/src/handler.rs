@@ -6,9 +6,11 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod ask;
 mod caller;
 mod caller_key;
 mod forward;
+mod mrtr;
 mod observe;
 mod workflow;
 
@@ -26,10 +28,12 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
 use forward::{LogLevels, drive, wants};
+use mrtr::{MaybeInputRequired, Retried};
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
@@ -164,8 +168,10 @@ impl VmcpHandler {
     }
 
     /// A call whose progress and logs reach the caller while it runs (`tools/call`,
-    /// `prompts/get`): its telemetry span, the relay, the caller's cancellation, and
-    /// the client's view of a failure.
+    /// `prompts/get`): the caller's capabilities on a Modern backend hop, its
+    /// telemetry span, the relay, the caller's cancellation, a Modern backend's
+    /// `input_required` completed for a Legacy caller (see `mrtr`), and the client's
+    /// view of a failure.
     async fn relayed<P, T, F, Fut>(
         &self,
         ctx: &RequestContext<RoleServer>,
@@ -175,7 +181,8 @@ impl VmcpHandler {
         send: F,
     ) -> Result<T, ErrorData>
     where
-        P: RequestParamsMeta + Clone,
+        P: RequestParamsMeta + Retried + Clone,
+        T: MaybeInputRequired,
         F: Fn(Arc<BackendClient>, P, CallBudget, Option<Relay>) -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
@@ -184,16 +191,44 @@ impl VmcpHandler {
             mut params,
         } = routed;
         let client = self.backend(&backend)?;
+        if client.revision() == Some(McpRevision::Modern) {
+            mrtr::declare(params.meta_mut(), ctx);
+        }
         let call = ObservedCall::start(ctx, &backend, method, Some(name), params.meta_mut());
         let wants = wants(ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let response = drive(ctx, wants, |relay| {
-            self.forward(ctx, &client, params, move |c, params, budget| {
-                send(c, params, budget, relay.clone())
-            })
+        let budget = self.budget(&backend, ctx);
+        let (client, send) = (&client, &send);
+        let response = drive(ctx, wants, |relay| async move {
+            let once = |params: P, budget: CallBudget| {
+                let relay = relay.clone();
+                self.on_backend(client, ctx, move |c| {
+                    send(c, params.clone(), budget, relay.clone())
+                })
+            };
+            let first = once(params.clone(), budget).await;
+            if is_modern(ctx)
+                || first
+                    .as_ref()
+                    .map_or(true, |r| r.input_required().is_none())
+            {
+                return Ok(first);
+            }
+            // Boxed: only calls a Legacy caller must answer take this path.
+            Box::pin(mrtr::complete_for_legacy(
+                ctx,
+                budget,
+                first,
+                |retry, budget| once(params.clone().retried(retry), budget),
+            ))
+            .await
         })
         .await;
         let response = match response {
-            Ok(response) => response,
+            Ok(Ok(response)) => response,
+            Ok(Err(unbridged)) => {
+                call.failed(&unbridged.to_string());
+                return Err(unbridged.into());
+            }
             Err(cancelled) => {
                 call.cancelled();
                 return Err(cancelled.into());
