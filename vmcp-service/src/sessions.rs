@@ -206,10 +206,8 @@ impl Sessions {
         // Computed unlocked (it filters every list for the caller); the check is
         // repeated under the lock, and a registration that lost the race is dropped.
         let visibility = visibility();
-        let mut ids = self.legacy_ids();
-        if !ids.contains_key(&session) {
-            let id = self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility);
-            ids.insert(session, id);
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.legacy_ids().entry(session) {
+            slot.insert(self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility));
         }
     }
 
