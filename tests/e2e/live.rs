@@ -403,3 +403,122 @@ async fn status_routes_answer_with_the_documented_shapes() {
         "{text}"
     );
 }
+
+/// One raw step of a Legacy session: POST `body` (with `session`, if any) on the
+/// shared connection pool; the status, the session id header and the body.
+async fn post_raw(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, Option<String>, String) {
+    let mut request = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("Mcp-Session-Id", session);
+    }
+    let response = request.send().await.expect("POST to the gateway");
+    let status = response.status().as_u16();
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, id, response.text().await.expect("body"))
+}
+
+/// rmcp registers a Legacy session with the handler (`on_initialized`) on a task of
+/// its own, after it has answered `notifications/initialized`; a fast client's next
+/// request could overtake it and be refused as "unknown session". Many sessions, on
+/// kept-alive connections, subscribe (or set their log level) the moment their
+/// handshake ends, or alongside `notifications/initialized`; every one is accepted,
+/// and every subscriber then gets the backend's update on its GET stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_right_after_initialized_find_their_session_registered() {
+    const SESSIONS: usize = 48;
+    let demo = spawn(dynamic("race", true), 0).await.unwrap();
+    let gw = single(&demo, "race").await;
+    let url = gw.url();
+    let http = reqwest::Client::new();
+    let opened = (0..SESSIONS).map(|i| {
+        let (http, url) = (http.clone(), url.clone());
+        tokio::spawn(async move {
+            let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "race", "version": "0"}}});
+            let (status, session, _) = post_raw(&http, &url, None, init).await;
+            assert_eq!(status, 200, "initialize");
+            let session = session.expect("a session id");
+            let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+            let (method, params) = if i % 4 == 3 {
+                ("logging/setLevel", json!({"level": "info"}))
+            } else {
+                ("resources/subscribe", json!({"uri": "race://one"}))
+            };
+            let request = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+            // Half the clients wait for the 202 of `notifications/initialized`, half
+            // send their request alongside it (MCP does not make them wait).
+            let (status, body) = if i % 2 == 0 {
+                let (status, _, _) = post_raw(&http, &url, Some(&session), initialized).await;
+                assert_eq!(status, 202);
+                let (status, _, body) = post_raw(&http, &url, Some(&session), request).await;
+                (status, body)
+            } else {
+                let ((notified, _, _), (status, _, body)) = tokio::join!(
+                    post_raw(&http, &url, Some(&session), initialized),
+                    post_raw(&http, &url, Some(&session), request)
+                );
+                assert_eq!(notified, 202);
+                (status, body)
+            };
+            (i, session, status, vmcp_tests::parse_jsonrpc_body(&body))
+        })
+    });
+    let mut subscribers = Vec::new();
+    for opened in futures::future::join_all(opened).await {
+        let (i, session, status, answer) = opened.expect("session task");
+        assert_eq!(status, 200, "session {i}: {answer}");
+        assert!(answer["result"].is_object(), "session {i}: {answer}");
+        if i % 4 != 3 {
+            subscribers.push(session);
+        }
+    }
+    assert_eq!(
+        gw.vmcp.sessions().len(),
+        SESSIONS,
+        "each session registered once"
+    );
+
+    // Every subscriber's GET stream gets the update.
+    let mut streams = Vec::new();
+    for session in &subscribers {
+        let response = http
+            .get(&url)
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .header("Mcp-Session-Id", session)
+            .send()
+            .await
+            .expect("GET stream");
+        assert_eq!(response.status(), 200);
+        streams.push(response);
+    }
+    demo.control().resource_updated("race://one").await;
+    for (i, mut stream) in streams.into_iter().enumerate() {
+        let mut seen = String::new();
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while let Ok(Some(chunk)) = stream.chunk().await {
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+                if seen.contains("notifications/resources/updated") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(got, Ok(true), "subscriber {i} got no update: {seen}");
+    }
+}

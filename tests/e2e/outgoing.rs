@@ -473,3 +473,102 @@ compositeTools:
     assert_eq!(idp.exchanges_of("alice").await, 1);
     assert_eq!(idp.exchanges_of("bob").await, 1);
 }
+
+/// A `token_exchange` backend is checked with the gateway's own client-credentials
+/// token. Real Python SDK backends that refuse any bearer token (401, and 403)
+/// show `unauthenticated` on `/status`, not merely unhealthy; one that accepts it
+/// shows healthy, so the token was obtained and sent. No token reaches `/status`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backends_refusing_the_health_check_token_show_unauthenticated() {
+    let ca = TestCa::generate("oidc test CA");
+    let idp = OidcProvider::start(&ca, &[("gateway", "gw-pw")]).await;
+    let (accepts, refuses, forbids) = tokio::join!(
+        vmcp_tests::py_backend("accepts", &[]),
+        vmcp_tests::py_backend("refuses", &["--refuse-bearer", "401"]),
+        vmcp_tests::py_backend("forbids", &["--refuse-bearer", "403"]),
+    );
+    let ca_file = ca.ca_file();
+    let gw = vmcp_tests::gateway(config(&format!(
+        r#"
+backends:
+  - {{name: accepts, url: '{accepts}'}}
+  - {{name: refuses, url: '{refuses}'}}
+  - {{name: forbids, url: '{forbids}'}}
+outgoingAuth:
+  default:
+    type: token_exchange
+    tokenExchange:
+      tokenUrl: '{token_url}'
+      clientId: gateway
+      clientSecret: gw-pw
+      audience: backends
+      caBundlePath: '{ca}'
+operational:
+  failureHandling: {{healthCheckInterval: 200ms, unhealthyThreshold: 2}}
+"#,
+        accepts = accepts.url,
+        refuses = refuses.url,
+        forbids = forbids.url,
+        token_url = idp.token_url(),
+        ca = ca_file.display(),
+    )))
+    .await;
+    let health = |status: &Value, name: &str| -> Value {
+        status["backends"]
+            .as_array()
+            .and_then(|all| all.iter().find(|b| b["name"] == name))
+            .map(|b| b["health"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let settled = eventually_async(|| async {
+        let (_, now) = vmcp_tests::status_json(&gw, "/status").await;
+        health(&now, "refuses") == "unauthenticated"
+            && health(&now, "forbids") == "unauthenticated"
+            && health(&now, "accepts") == "healthy"
+    })
+    .await;
+    let (code, status) = vmcp_tests::status_json(&gw, "/status").await;
+    assert_eq!(code, 200);
+    assert!(settled, "{status}");
+    assert_eq!(health(&status, "accepts"), "healthy", "{status}");
+    assert_eq!(health(&status, "refuses"), "unauthenticated", "{status}");
+    assert_eq!(health(&status, "forbids"), "unauthenticated", "{status}");
+    assert!(
+        idp.stats().await["client_credentials"].as_u64() >= Some(1),
+        "the gateway fetched its client-credentials token"
+    );
+    for backend in status["backends"].as_array().unwrap() {
+        assert_eq!(backend["auth_type"], "token_exchange", "{backend}");
+    }
+    assert!(!status.to_string().contains("gw-pw"), "{status}");
+    // Still refused a few checks later: a refusal is not a blip.
+    let checks = |status: &Value, name: &str| {
+        status["backends"]
+            .as_array()
+            .and_then(|all| all.iter().find(|b| b["name"] == name))
+            .and_then(|b| b["consecutive_failures"].as_u64())
+            .unwrap_or(0)
+    };
+    let before = checks(&status, "refuses");
+    assert!(
+        eventually_async(|| async {
+            let (_, now) = vmcp_tests::status_json(&gw, "/status").await;
+            checks(&now, "refuses") > before && health(&now, "refuses") == "unauthenticated"
+        })
+        .await,
+        "later checks keep it unauthenticated"
+    );
+}
+
+/// Poll an async `check` until it holds (bounded by ~10 s).
+async fn eventually_async<F: std::future::Future<Output = bool>>(
+    mut check: impl FnMut() -> F,
+) -> bool {
+    for _ in 0..200 {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}

@@ -7,7 +7,7 @@
 //! million inputs per target (see docs/security.md for the figures):
 //!
 //! ```text
-//! VMCP_FUZZ_CASES=1000000 cargo nextest run -p vmcp-tests --test fuzz --no-capture
+//! VMCP_FUZZ_CASES=1000000 cargo nextest run --cargo-profile fuzz -p vmcp-tests --test fuzz --no-capture
 //! ```
 //!
 //! Properties are "never panics" (a panic inside rmcp's handler task escapes the
@@ -55,6 +55,13 @@ where
     );
 }
 
+/// A string strategy from `pattern`, compiled once. A `&str` used as a strategy
+/// re-parses its regex for every generated value, which was most of each case's
+/// time (and made a million inputs per target take hours).
+fn re(pattern: &str) -> proptest::string::RegexGeneratorStrategy<String> {
+    proptest::string::string_regex(pattern).expect("a valid generator regex")
+}
+
 /// Arbitrary JSON, nested up to a few levels, with the keys the parser looks at.
 fn json_value() -> impl Strategy<Value = Value> {
     let key = prop_oneof![
@@ -70,7 +77,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just("version".to_owned()),
         Just("io.modelcontextprotocol/protocolVersion".to_owned()),
         Just("io.modelcontextprotocol/clientInfo".to_owned()),
-        ".{0,8}",
+        re(".{0,8}"),
     ];
     let leaf = prop_oneof![
         Just(Value::Null),
@@ -78,7 +85,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<i64>().prop_map(Value::from),
         any::<u64>().prop_map(Value::from),
         any::<f64>().prop_map(Value::from),
-        ".{0,16}".prop_map(Value::String),
+        re(".{0,16}").prop_map(Value::String),
         Just(json!("2026-07-28")),
         Just(json!("tools/call")),
     ];
@@ -98,18 +105,18 @@ fn fuzz_cursor() {
         Just("prompts".to_owned()),
         Just("resources".to_owned()),
         Just("resourceTemplates".to_owned()),
-        ".{0,6}",
+        re(".{0,6}"),
     ];
     // Well-formed positions with any delivered count (the overflow case), cursors of
     // arbitrary JSON, and arbitrary strings.
     let cursor = prop_oneof![
-        (kind, ".{0,6}", any::<u64>()).prop_map(|(k, l, d)| {
+        (kind, re(".{0,6}"), any::<u64>()).prop_map(|(k, l, d)| {
             URL_SAFE_NO_PAD.encode(json!({"k": k, "l": l, "d": d}).to_string())
         }),
         json_value().prop_map(|v| URL_SAFE_NO_PAD.encode(v.to_string())),
-        ".{0,64}",
+        re(".{0,64}"),
     ];
-    let items = prop::collection::vec("[a-d]{0,2}", 0..12).prop_map(|mut v| {
+    let items = prop::collection::vec(re("[a-d]{0,2}"), 0..12).prop_map(|mut v| {
         v.sort();
         v
     });
@@ -134,7 +141,7 @@ fn fuzz_cursor() {
 
 #[test]
 fn fuzz_cursor_pages_cover_everything_once() {
-    let items = prop::collection::vec("[a-c]{0,2}", 0..24).prop_map(|mut v| {
+    let items = prop::collection::vec(re("[a-c]{0,2}"), 0..24).prop_map(|mut v| {
         v.sort();
         v
     });
@@ -175,7 +182,7 @@ fn fuzz_parse() {
     let header = prop::option::of(prop_oneof![
         Just("2025-11-25".to_owned()),
         Just("2026-07-28".to_owned()),
-        ".{0,12}",
+        re(".{0,12}"),
     ]);
     run(
         "parse",
@@ -197,8 +204,8 @@ fn fuzz_parse() {
 
 #[test]
 fn fuzz_uri_template() {
-    let template = "[a-z:/{}+#?&.;,]{0,24}";
-    let uri = "[a-z0-9:/?&#.;=]{0,24}";
+    let template = re("[a-z:/{}+#?&.;,]{0,24}");
+    let uri = re("[a-z0-9:/?&#.;=]{0,24}");
     run("uri_template", (template, uri), |(template, uri)| {
         if let Ok(compiled) = UriTemplate::parse(&template) {
             let _ = compiled.matches(&uri);
@@ -212,7 +219,11 @@ fn fuzz_uri_template() {
     });
     run(
         "uri_template_simple",
-        ("[a-z:/]{0,12}", "[a-z0-9]{1,8}", "[a-z0-9/]{0,8}"),
+        (
+            re("[a-z:/]{0,12}"),
+            re("[a-z0-9]{1,8}"),
+            re("[a-z0-9/]{0,8}"),
+        ),
         |(prefix, segment, other)| {
             let compiled = UriTemplate::parse(&format!("{prefix}{{id}}"))
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -231,7 +242,7 @@ fn fuzz_uri_template() {
 
 #[test]
 fn fuzz_names() {
-    run("names", ".{0,80}", |name| {
+    run("names", re(".{0,80}"), |name| {
         match sanitize(&name) {
             Some(fixed) => {
                 prop_assert!(is_valid_name(&fixed));
@@ -264,7 +275,7 @@ fn yaml_document() -> impl Strategy<Value = String> {
         Just("*a".to_owned()),
         Just("&a x".to_owned()),
         Just("!!binary aGk=".to_owned()),
-        "[a-zA-Z0-9 _.:/{}-]{0,12}",
+        re("[a-zA-Z0-9 _.:/{}-]{0,12}"),
     ];
     let key = prop_oneof![
         Just("name"),
@@ -293,7 +304,7 @@ fn yaml_document() -> impl Strategy<Value = String> {
         .prop_map(|(indent, key, value)| format!("{}{key}: {value}\n", "  ".repeat(indent)));
     prop_oneof![
         prop::collection::vec(line, 0..12).prop_map(|lines| lines.concat()),
-        ".{0,128}",
+        re(".{0,128}"),
         (1usize..300).prop_map(|depth| format!("a: {}{}", "[".repeat(depth), "]".repeat(depth))),
         (1usize..300).prop_map(|depth| "- ".repeat(depth)),
     ]

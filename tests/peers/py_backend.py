@@ -9,6 +9,8 @@ Usage:
         [--ssl-certfile CERT.pem --ssl-keyfile KEY.pem]   (HTTPS instead of HTTP)
         [--echo-headers]   (adds tool P+"headers": the call's HTTP request headers as JSON, name -> sha256 hex of the value)
         [--forwarding-tools]   (adds P+"steps", P+"slow" and P+"cancelled", see below)
+        [--refuse-bearer 401|403]   (answers every request carrying a bearer token with that
+                                     HTTP status: a backend that refuses the gateway's token)
         [--asking-tools]   (adds P+"ask", P+"sample" and P+"roots": see py_asking_tools.py)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
@@ -90,6 +92,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--asking-tools", action="store_true", help="add tools P+'ask', P+'sample', P+'roots'")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
+    p.add_argument("--refuse-bearer", type=int, choices=[401, 403], default=None, help="answer requests with a bearer token with this status")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
     args = p.parse_args(argv)
     if not re.fullmatch(r"[A-Za-z0-9._~-]+", args.name):
@@ -271,8 +274,29 @@ class _Server(uvicorn.Server):
             captured.clear()
 
 
-async def serve(mcp: MCPServer, port: int, log_level: str, ssl_certfile: str | None, ssl_keyfile: str | None) -> None:
+def refusing_bearer(app: Any, status: int) -> Any:
+    """An ASGI app that answers `status` to any HTTP request carrying `Authorization: Bearer ...`
+    (as a resource server does with a token it does not accept) and passes the rest to `app`."""
+    error = b'Bearer error="invalid_token"' if status == 401 else b'Bearer error="insufficient_scope"'
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and any(
+            k == b"authorization" and v[:7].lower() == b"bearer " for k, v in scope.get("headers", [])
+        ):
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"www-authenticate", error), (b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+async def serve(mcp: MCPServer, port: int, log_level: str, ssl_certfile: str | None, ssl_keyfile: str | None,
+                refuse_bearer: int | None = None) -> None:
     app = mcp.streamable_http_app(host=HOST)  # also enables Host/Origin (DNS-rebinding) checks for loopback
+    if refuse_bearer is not None:
+        app = refusing_bearer(app, refuse_bearer)
     config = uvicorn.Config(
         app,
         host=HOST,
@@ -303,7 +327,7 @@ async def serve(mcp: MCPServer, port: int, log_level: str, ssl_certfile: str | N
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     mcp = build_server(args)
-    anyio.run(serve, mcp, args.port, args.log_level, args.ssl_certfile, args.ssl_keyfile)
+    anyio.run(serve, mcp, args.port, args.log_level, args.ssl_certfile, args.ssl_keyfile, args.refuse_bearer)
     return 0
 
 

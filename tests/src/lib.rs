@@ -299,7 +299,18 @@ pub fn config(yaml: &str) -> VmcpConfig {
 
 /// One raw Modern (2026-07-28) JSON-RPC request over HTTP: returns the HTTP status
 /// and the JSON-RPC response object (from a JSON body or the SSE stream).
-pub async fn modern(url: &str, method: &str, mut params: Value) -> (u16, Value) {
+pub async fn modern(url: &str, method: &str, params: Value) -> (u16, Value) {
+    modern_with(&reqwest::Client::new(), url, method, params).await
+}
+
+/// [`modern`] on `client` (a test timing the gateway builds its client first:
+/// building one loads the TLS roots, which takes a while on a loaded machine).
+pub async fn modern_with(
+    client: &reqwest::Client,
+    url: &str,
+    method: &str,
+    mut params: Value,
+) -> (u16, Value) {
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -308,7 +319,7 @@ pub async fn modern(url: &str, method: &str, mut params: Value) -> (u16, Value) 
     if let Some(obj) = params.as_object_mut() {
         obj.insert("_meta".into(), meta);
     }
-    let mut request = reqwest::Client::new()
+    let mut request = client
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("Content-Type", "application/json")

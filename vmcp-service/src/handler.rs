@@ -26,7 +26,9 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
     Tool,
 };
-use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
+use rmcp::model::{
+    RequestParamsMeta, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::McpRevision;
@@ -35,12 +37,13 @@ use vmcp_layers::context::ListKind;
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
 pub(crate) use forward::LogLevels;
 use forward::{drive, wants};
-use mrtr::MaybeInputRequired;
+use mrtr::{MaybeInputRequired, Retried};
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
 use crate::backend::meta::strip_reserved;
-use crate::backend::{BackendError, CallBudget};
+use crate::backend::relay::Relay;
+use crate::backend::{BackendClient, BackendError, CallBudget, Received};
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
@@ -128,10 +131,123 @@ impl VmcpHandler {
         })
     }
 
-    /// The backend's call timeout, on behalf of the caller of `ctx`.
+    /// The backend's call timeout, on behalf of the caller of `ctx`, timed from when
+    /// the gateway received the request.
     fn budget(&self, backend: &str, ctx: &RequestContext<RoleServer>) -> CallBudget {
         let timeout = self.aggregator.config().call_timeout(backend);
-        CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)))
+        let received = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .map(|parts| Received::of(&parts.extensions));
+        let budget = CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)));
+        match received {
+            Some(received) => budget.since(received),
+            None => budget,
+        }
+    }
+
+    /// The Legacy session of `ctx`, registered now if this request overtook
+    /// `notifications/initialized`: rmcp runs `on_initialized` on a task of its own,
+    /// and MCP lets a client send requests without awaiting that notification's 202.
+    /// The session is live: rmcp has answered unknown ones (404), and session binding
+    /// sends strangers there.
+    fn live_session(&self, ctx: &RequestContext<RoleServer>) -> Option<String> {
+        let session = session_id(&ctx.extensions)?;
+        self.sessions
+            .add_legacy(Some(session.clone()), ctx.peer.clone(), || {
+                admission::visibility(&ctx.extensions, &self.aggregator.catalog())
+            });
+        Some(session)
+    }
+
+    /// `send` on the connection `ctx`'s caller uses for `client`'s backend, within
+    /// the caller's budget for it: the half every forwarded request shares.
+    async fn forward<P, T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        client: &Arc<BackendClient>,
+        params: P,
+        send: F,
+    ) -> Result<T, BackendError>
+    where
+        P: Clone,
+        F: Fn(Arc<BackendClient>, P, CallBudget) -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let budget = self.budget(client.name(), ctx);
+        self.on_backend(client, ctx, |c| send(c, params.clone(), budget))
+            .await
+    }
+
+    /// A call whose progress and logs reach the caller while it runs (`tools/call`,
+    /// `prompts/get`): the caller's capabilities on a Modern backend hop, its
+    /// telemetry span, the relay, the caller's cancellation, a Modern backend's
+    /// `input_required` completed for a Legacy caller (see `mrtr`), and the client's
+    /// view of a failure.
+    async fn relayed<P, T, F, Fut>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        routed: Routed<P>,
+        method: &'static str,
+        name: &str,
+        send: F,
+    ) -> Result<T, ErrorData>
+    where
+        P: RequestParamsMeta + Retried + Clone,
+        T: MaybeInputRequired,
+        F: Fn(Arc<BackendClient>, P, CallBudget, Option<Relay>) -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let Routed {
+            backend,
+            mut params,
+        } = routed;
+        let client = self.backend(&backend)?;
+        if client.revision() == Some(McpRevision::Modern) {
+            mrtr::declare(params.meta_mut(), ctx);
+        }
+        let call = ObservedCall::start(ctx, &backend, method, Some(name), params.meta_mut());
+        let wants = wants(ctx, &self.log_levels, || session_id(&ctx.extensions));
+        let budget = self.budget(&backend, ctx);
+        let (client, send) = (&client, &send);
+        let response = drive(ctx, wants, |relay| async move {
+            let once = |params: P, budget: CallBudget| {
+                let relay = relay.clone();
+                self.on_backend(client, ctx, move |c| {
+                    send(c, params.clone(), budget, relay.clone())
+                })
+            };
+            let first = once(params.clone(), budget).await;
+            if is_modern(ctx)
+                || first
+                    .as_ref()
+                    .map_or(true, |r| r.input_required().is_none())
+            {
+                return Ok(first);
+            }
+            // Boxed: only calls a Legacy caller must answer take this path.
+            Box::pin(mrtr::complete_for_legacy(
+                ctx,
+                budget,
+                first,
+                |retry, budget| once(params.clone().retried(retry), budget),
+            ))
+            .await
+        })
+        .await;
+        let response = match response {
+            Ok(Ok(response)) => response,
+            Ok(Err(unbridged)) => {
+                call.failed(&unbridged.to_string());
+                return Err(unbridged.into());
+            }
+            Err(cancelled) => {
+                call.cancelled();
+                return Err(cancelled.into());
+            }
+        };
+        call.end(&response);
+        response.map_err(|e| client_error(e, is_modern(ctx)))
     }
 }
 
@@ -192,9 +308,10 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        let visibility = admission::visibility(&ctx.extensions, &self.aggregator.catalog());
         self.sessions
-            .add_legacy(session_id(&ctx.extensions), ctx.peer, visibility);
+            .add_legacy(session_id(&ctx.extensions), ctx.peer, || {
+                admission::visibility(&ctx.extensions, &self.aggregator.catalog())
+            });
     }
 
     #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
@@ -214,7 +331,7 @@ impl ServerHandler for VmcpHandler {
                 None,
             ));
         }
-        let session = session_id(&ctx.extensions).ok_or_else(|| {
+        let session = self.live_session(&ctx).ok_or_else(|| {
             ErrorData::invalid_request("resources/subscribe needs a session", None)
         })?;
         if self.sessions.subscribe(&session, &params.uri) {
@@ -245,7 +362,8 @@ impl ServerHandler for VmcpHandler {
         params: rmcp::model::SetLevelRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let session = session_id(&ctx.extensions)
+        let session = self
+            .live_session(&ctx)
             .ok_or_else(|| ErrorData::invalid_request("logging/setLevel needs a session", None))?;
         if !self.sessions.has_legacy(&session) {
             return Err(ErrorData::invalid_request("unknown session", None));
@@ -399,85 +517,28 @@ impl ServerHandler for VmcpHandler {
             return self.call_composite(workflow.clone(), params, &ctx).await;
         }
         let name = params.name.clone();
-        let Routed {
-            backend,
-            mut params,
-        } = router::route_tool(&self.aggregator.catalog(), params)?;
-        let client = self.backend(&backend)?;
-        if client.revision() == Some(McpRevision::Modern) {
-            mrtr::declare(&mut params.meta, &ctx);
-        }
+        let routed = router::route_tool(&self.aggregator.catalog(), params)?;
+        let client = self.backend(&routed.backend)?;
         let caps = caller::bridged_caps(&ctx, &client);
-        let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
-        let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let budget = self.budget(&backend, &ctx);
-        let resumes =
-            params.request_state.is_some() && client.revision() == Some(McpRevision::Legacy);
+        let resumes = routed.params.request_state.is_some()
+            && client.revision() == Some(McpRevision::Legacy);
         let response = if !caps.is_empty() || resumes {
             // A Legacy backend that may ask this caller (handler::bridge). Boxed: rmcp
             // moves the whole handler future per request, and plain calls should not
             // pay for the size of the bridged ones.
-            match Box::pin(
-                self.call_tool_bridged(&ctx, &client, &name, params, caps, wants, budget),
-            )
-            .await
-            {
-                Ok(response) => response,
-                Err(error) => {
-                    call.cancelled();
-                    return Err(error);
-                }
-            }
+            Box::pin(self.call_tool_asking(&ctx, &client, routed, &name, caps)).await?
         } else {
-            let started = tokio::time::Instant::now();
-            let (ctx_ref, client_ref) = (&ctx, &client);
-            let response = drive(&ctx, wants, |relay| async move {
-                let once = |params: CallToolRequestParams, budget: CallBudget| {
-                    let relay = relay.clone();
-                    self.on_backend(client_ref, ctx_ref, move |c| {
-                        let params = params.clone();
-                        let relay = relay.clone();
-                        async move { c.call_tool_relayed(params, budget, relay).await }
-                    })
-                };
-                let first = once(params.clone(), budget).await;
-                if is_modern(ctx_ref)
-                    || first
-                        .as_ref()
-                        .map_or(true, |r| r.input_required().is_none())
-                {
-                    return Ok(first);
-                }
-                // Boxed: only calls a Legacy caller must answer take this path.
-                Box::pin(mrtr::complete_for_legacy(
-                    ctx_ref,
-                    budget,
-                    started,
-                    first,
-                    |retry, budget| {
-                        let mut params = params.clone();
-                        params.input_responses = Some(retry.input_responses);
-                        params.request_state = retry.request_state;
-                        once(params, budget)
-                    },
-                ))
-                .await
-            })
-            .await;
-            match response {
-                Ok(Ok(response)) => response,
-                Ok(Err(unbridged)) => {
-                    call.failed(&unbridged.to_string());
-                    return Err(unbridged.into());
-                }
-                Err(cancelled) => {
-                    call.cancelled();
-                    return Err(cancelled.into());
-                }
-            }
+            self.relayed(
+                &ctx,
+                routed,
+                "tools/call",
+                &name,
+                |c, params, budget, relay| async move {
+                    c.call_tool_relayed(params, budget, relay).await
+                },
+            )
+            .await?
         };
-        call.end(&response);
-        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
         Ok(match response {
             CallToolResponse::Complete(mut result) => {
                 if let Some(meta) = result.meta.as_mut() {
@@ -498,65 +559,18 @@ impl ServerHandler for VmcpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let name = params.name.clone();
-        let Routed {
-            backend,
-            mut params,
-        } = router::route_prompt(&self.aggregator.catalog(), params)?;
-        let client = self.backend(&backend)?;
-        if client.revision() == Some(McpRevision::Modern) {
-            mrtr::declare(&mut params.meta, &ctx);
-        }
-        let call =
-            ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
-        let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let budget = self.budget(&backend, &ctx);
-        let started = tokio::time::Instant::now();
-        let (ctx_ref, client_ref) = (&ctx, &client);
-        let response = drive(&ctx, wants, |relay| async move {
-            let once = |params: GetPromptRequestParams, budget: CallBudget| {
-                let relay = relay.clone();
-                self.on_backend(client_ref, ctx_ref, move |c| {
-                    let params = params.clone();
-                    let relay = relay.clone();
-                    async move { c.get_prompt_relayed(params, budget, relay).await }
-                })
-            };
-            let first = once(params.clone(), budget).await;
-            if is_modern(ctx_ref)
-                || first
-                    .as_ref()
-                    .map_or(true, |r| r.input_required().is_none())
-            {
-                return Ok(first);
-            }
-            Box::pin(mrtr::complete_for_legacy(
-                ctx_ref,
-                budget,
-                started,
-                first,
-                |retry, budget| {
-                    let mut params = params.clone();
-                    params.input_responses = Some(retry.input_responses);
-                    params.request_state = retry.request_state;
-                    once(params, budget)
+        let routed = router::route_prompt(&self.aggregator.catalog(), params)?;
+        let response = self
+            .relayed(
+                &ctx,
+                routed,
+                "prompts/get",
+                &name,
+                |c, params, budget, relay| async move {
+                    c.get_prompt_relayed(params, budget, relay).await
                 },
-            ))
-            .await
-        })
-        .await;
-        let response = match response {
-            Ok(Ok(response)) => response,
-            Ok(Err(unbridged)) => {
-                call.failed(&unbridged.to_string());
-                return Err(unbridged.into());
-            }
-            Err(cancelled) => {
-                call.cancelled();
-                return Err(cancelled.into());
-            }
-        };
-        call.end(&response);
-        let response = response.map_err(|e| client_error(e, is_modern(&ctx)))?;
+            )
+            .await?;
         Ok(match response {
             GetPromptResponse::Complete(mut result) => {
                 result.result_type = Some(ResultType::COMPLETE);
@@ -584,11 +598,9 @@ impl ServerHandler for VmcpHandler {
             Some(&uri),
             &mut params.meta,
         );
-        let budget = self.budget(&backend, &ctx);
         let response = self
-            .on_backend(&client, &ctx, |c| {
-                let params = params.clone();
-                async move { c.read_resource(params, budget).await }
+            .forward(&ctx, &client, params, |c, params, budget| async move {
+                c.read_resource(params, budget).await
             })
             .await;
         call.end(&response);
@@ -621,11 +633,9 @@ impl ServerHandler for VmcpHandler {
             return Ok(CompleteResult::new(CompletionInfo::default()));
         };
         let client = self.backend(&backend)?;
-        let budget = self.budget(&backend, &ctx);
         let mut result = self
-            .on_backend(&client, &ctx, |c| {
-                let params = params.clone();
-                async move { c.complete(params, budget).await }
+            .forward(&ctx, &client, params, |c, params, budget| async move {
+                c.complete(params, budget).await
             })
             .await
             .map_err(|e| client_error(e, is_modern(&ctx)))?;

@@ -466,6 +466,9 @@ where
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         use crate::session_binding::{Use, Verdict, created_by, identity_of, redirect_to_nowhere};
+        // Backend deadlines are timed from here (see `CallBudget::since`).
+        req.extensions_mut()
+            .insert(crate::backend::Received(tokio::time::Instant::now()));
         let inner = self.inner.clone();
         let bindings = self.bindings.clone();
         let sessions = self.sessions.clone();

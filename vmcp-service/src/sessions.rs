@@ -187,18 +187,27 @@ impl Sessions {
     }
 
     /// Register a Legacy session's peer under its `Mcp-Session-Id`, with what its
-    /// creator may see.
+    /// creator may see (computed only when it is not registered yet). A session
+    /// registers once: at `notifications/initialized`, or at an earlier request of
+    /// its own that needs it (see `VmcpHandler::live_session`), whichever comes first.
     pub(crate) fn add_legacy(
         &self,
         session: Option<String>,
         peer: Peer<RoleServer>,
-        visibility: Visibility,
+        visibility: impl FnOnce() -> Visibility,
     ) {
-        let id = self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility);
-        // Bind first: the lock must be released before `remove` takes it again.
-        let replaced = session.and_then(|session| self.legacy_ids().insert(session, id));
-        if let Some(old) = replaced {
-            self.remove(old);
+        let Some(session) = session else {
+            self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility());
+            return;
+        };
+        if self.has_legacy(&session) {
+            return;
+        }
+        // Computed unlocked (it filters every list for the caller); the check is
+        // repeated under the lock, and a registration that lost the race is dropped.
+        let visibility = visibility();
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.legacy_ids().entry(session) {
+            slot.insert(self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility));
         }
     }
 

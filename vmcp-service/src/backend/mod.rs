@@ -19,6 +19,7 @@ pub(crate) mod stdio;
 
 pub use bridge::ClientCaps;
 pub use callers::Caller;
+pub(crate) use client::Received;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,
     OpenError,

@@ -11,11 +11,12 @@ use rmcp::model::{
 };
 use serde::Deserialize;
 use serde_json::Value;
+use tokio::time::Instant;
 use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::{bridged_capabilities, strip_reserved};
-use crate::backend::{BackendClient, BackendError};
+use crate::backend::{BackendClient, BackendError, CallBudget};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
@@ -47,6 +48,7 @@ impl Edge {
         tasks: bool,
         calls: Option<BackendCalls>,
         legacy: bool,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = CallToolRequestParams::new(name.clone());
@@ -58,8 +60,9 @@ impl Edge {
         let client = self.client(&backend)?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
-        let timeout = self.aggregator.config().call_timeout(&backend);
-        let response = client.call_tool(params, timeout).await;
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let response = client.call_tool(params, budget).await;
         call.end(&response);
         let response = response.map_err(|e| client_error(e, legacy))?;
         let response = match response {
@@ -87,6 +90,7 @@ impl Edge {
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
         legacy: bool,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = GetPromptRequestParams::new(name.clone());
@@ -104,8 +108,9 @@ impl Edge {
             Some(&name),
             &mut params.meta,
         );
-        let timeout = self.aggregator.config().call_timeout(&backend);
-        let response = client.get_prompt(params, timeout).await;
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let response = client.get_prompt(params, budget).await;
         call.end(&response);
         Ok(ServerResult::from(
             match response.map_err(|e| client_error(e, legacy))? {
@@ -125,6 +130,7 @@ impl Edge {
         calls: Option<BackendCalls>,
         filtered: bool,
         legacy: bool,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         let uri = parsed.uri.clone().unwrap_or_default();
         let Routed {
@@ -139,8 +145,9 @@ impl Edge {
             Some(&uri),
             &mut params.meta,
         );
-        let timeout = self.aggregator.config().call_timeout(&backend);
-        let response = client.read_resource(params, timeout).await;
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let response = client.read_resource(params, budget).await;
         call.end(&response);
         Ok(ServerResult::from(
             match response.map_err(|e| client_error(e, legacy))? {
@@ -167,6 +174,7 @@ impl Edge {
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
         legacy: bool,
+        received: Instant,
     ) -> Result<ServerResult, ErrorData> {
         // rmcp would refuse params that do not read as `CompleteRequestParams`; only
         // well-formed ones were admitted, but a failure here is still answered as rmcp
@@ -181,9 +189,10 @@ impl Edge {
             )));
         };
         let client = self.client(&backend)?;
-        let timeout = self.aggregator.config().call_timeout(&backend);
+        let budget =
+            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
         let mut result = client
-            .complete(params, timeout)
+            .complete(params, budget)
             .await
             .map_err(|e| client_error(e, legacy))?;
         result.result_type = Some(ResultType::COMPLETE);

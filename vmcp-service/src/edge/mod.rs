@@ -150,6 +150,8 @@ pub(crate) struct Admitted {
     filtered: bool,
     /// The 2025-11-25 session it belongs to; `None` for a 2026-07-28 request.
     session: Option<Arc<str>>,
+    /// When the gateway received it: backend deadlines are timed from here.
+    received: tokio::time::Instant,
 }
 
 impl Edge {
@@ -285,6 +287,7 @@ impl Edge {
             calls: extensions.get::<BackendCalls>().cloned(),
             filtered: extensions.get::<AdmissionHandle>().is_some(),
             session: has_session.then(|| session.map(Arc::from)).flatten(),
+            received: crate::backend::Received::of(extensions),
         })
     }
 
@@ -319,6 +322,7 @@ impl Edge {
             calls,
             filtered,
             session,
+            received,
         } = admitted;
         let legacy = session.is_some();
         let catalog = self.aggregator.catalog();
@@ -338,15 +342,15 @@ impl Edge {
                 let call = async {
                     match verb {
                         Verb::CallTool => {
-                            self.call_tool(&catalog, &parsed, tasks, calls, legacy)
+                            self.call_tool(&catalog, &parsed, tasks, calls, legacy, received)
                                 .await
                         }
-                        Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls, legacy).await,
+                        Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls, legacy, received).await,
                         Verb::ReadResource => {
-                            self.read_resource(&catalog, &parsed, calls, filtered, legacy)
+                            self.read_resource(&catalog, &parsed, calls, filtered, legacy, received)
                                 .await
                         }
-                        _ => self.complete(&catalog, &parsed, legacy).await,
+                        _ => self.complete(&catalog, &parsed, legacy, received).await,
                     }
                 };
                 match (&session, &parsed.id) {

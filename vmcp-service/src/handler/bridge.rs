@@ -69,6 +69,40 @@ impl super::VmcpHandler {
     /// the retry resuming a parked call (a `requestState` for a Legacy backend's tool
     /// can only be the gateway's). `Err`: the caller cancelled, or the state was
     /// refused.
+    /// `tools/call` for a caller a Legacy backend may ask, or the retry of a parked
+    /// call: [`Self::call_tool_bridged`] observed and budgeted like any call.
+    pub(super) async fn call_tool_asking(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        client: &Arc<crate::backend::BackendClient>,
+        routed: crate::router::Routed<rmcp::model::CallToolRequestParams>,
+        name: &str,
+        caps: ClientCaps,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let crate::router::Routed {
+            backend,
+            mut params,
+        } = routed;
+        let call =
+            super::ObservedCall::start(ctx, &backend, "tools/call", Some(name), &mut params.meta);
+        let wants = super::forward::wants(ctx, &self.log_levels, || {
+            super::session_id(&ctx.extensions)
+        });
+        let budget = self.budget(&backend, ctx);
+        let response = match self
+            .call_tool_bridged(ctx, client, name, params, caps, wants, budget)
+            .await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                call.cancelled();
+                return Err(error);
+            }
+        };
+        call.end(&response);
+        response.map_err(|e| super::client_error(e, super::is_modern(ctx)))
+    }
+
     #[allow(clippy::too_many_arguments)] // The handler's pieces of one call.
     pub(super) async fn call_tool_bridged(
         &self,

@@ -15,8 +15,8 @@
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResponse, ClientCapabilities, GetPromptResponse, InputRequiredResult, InputResponses,
-    RequestMetaObject,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, GetPromptRequestParams,
+    GetPromptResponse, InputRequiredResult, InputResponses, RequestMetaObject,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -74,6 +74,28 @@ impl MaybeInputRequired for GetPromptResponse {
     }
 }
 
+/// Backend call parameters a retry can carry the caller's answers in.
+pub(super) trait Retried {
+    /// These parameters with `retry`'s `inputResponses` and `requestState`.
+    fn retried(self, retry: Retry) -> Self;
+}
+
+impl Retried for CallToolRequestParams {
+    fn retried(mut self, retry: Retry) -> Self {
+        self.input_responses = Some(retry.input_responses);
+        self.request_state = retry.request_state;
+        self
+    }
+}
+
+impl Retried for GetPromptRequestParams {
+    fn retried(mut self, retry: Retry) -> Self {
+        self.input_responses = Some(retry.input_responses);
+        self.request_state = retry.request_state;
+        self
+    }
+}
+
 /// What the gateway's retry of a backend call carries.
 #[derive(Debug)]
 pub(super) struct Retry {
@@ -111,11 +133,11 @@ impl From<BridgeError> for ErrorData {
 
 /// Complete a 2025-11-25 caller's call whose backend answered `first`: while the
 /// answer is `input_required`, ask the caller of `ctx` and `retry` (with the time
-/// left of `budget`). Any other answer, an error included, is returned as is.
+/// left of `budget`, whose deadline runs from the request's receipt). Any other
+/// answer, an error included, is returned as is.
 pub(super) async fn complete_for_legacy<T, F, Fut>(
     ctx: &RequestContext<RoleServer>,
     budget: CallBudget,
-    started: Instant,
     first: Result<T, BackendError>,
     mut retry: F,
 ) -> Result<Result<T, BackendError>, BridgeError>
@@ -124,7 +146,7 @@ where
     F: FnMut(Retry, CallBudget) -> Fut,
     Fut: Future<Output = Result<T, BackendError>>,
 {
-    let deadline = started + budget.timeout;
+    let deadline = budget.deadline();
     let left = || {
         let left = deadline.saturating_duration_since(Instant::now());
         (!left.is_zero())

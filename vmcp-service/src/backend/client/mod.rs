@@ -41,6 +41,7 @@ mod subscriptions;
 mod tap;
 
 pub use budget::CallBudget;
+pub(crate) use budget::Received;
 use direct::DirectHttp;
 pub use error::{BackendError, OpenError};
 use error::{is_session_expired, is_unreachable};
@@ -162,6 +163,15 @@ struct Connection {
     direct: Option<DirectHttp>,
     /// The credential headers it was opened with (see `with_credentials`).
     credentials: Option<http::HeaderMap>,
+    /// Set when a request on it timed out or its transport failed: the next use
+    /// replaces it (see `BackendClient::retire`).
+    retired: std::sync::atomic::AtomicBool,
+}
+
+impl Connection {
+    fn retired(&self) -> bool {
+        self.retired.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl Drop for Connection {
@@ -399,11 +409,17 @@ impl BackendClient {
         let mut slot = self.connection.lock().await;
         if let Some(conn) = slot.as_ref()
             && !conn.service.is_transport_closed()
+            && !conn.retired()
             && conn.credentials == wanted
         {
             return Ok(conn.clone());
         }
-        let had_connection = slot.take().is_some();
+        let mut had_connection = slot.is_some();
+        if slot.take().is_some_and(|old| old.retired()) {
+            // Retired while the slot was busy: announced here, once.
+            self.forwarder().emit(BackendEventKind::Disconnected);
+            had_connection = false;
+        }
         let http = match (&self.credentials, &wanted) {
             (Some((_, factory)), Some(headers)) => factory.build(headers),
             _ => self.http.clone(),
@@ -523,6 +539,7 @@ impl BackendClient {
             listen: std::sync::Mutex::new(None),
             direct,
             credentials,
+            retired: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -535,18 +552,20 @@ impl BackendClient {
         }
     }
 
-    /// [`Self::discard`] without waiting long: the slot may be held by another
-    /// caller reconnecting to the same stalled backend (bounded only by that
-    /// caller's deadline), and this caller's answer must not wait for it. If the
-    /// wait is cut short, the holder replaces the connection or the next timeout
-    /// discards it.
-    async fn discard_soon(&self, conn: &Arc<Connection>) {
-        const DISCARD_WAIT: Duration = Duration::from_millis(100);
-        if tokio::time::timeout(DISCARD_WAIT, self.discard(conn))
-            .await
-            .is_err()
+    /// Stop using `conn` without waiting: it is marked retired, so no later request
+    /// is sent on it, and forgotten now unless the slot is busy (another caller may
+    /// be reconnecting to the same stalled backend, for as long as its own deadline
+    /// allows); then the slot's next holder replaces it. A timed-out caller's answer
+    /// never waits behind another caller. Requests still in flight on it end on
+    /// their own.
+    fn retire(&self, conn: &Arc<Connection>) {
+        conn.retired
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Ok(mut slot) = self.connection.try_lock()
+            && slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn))
         {
-            tracing::debug!(backend = %self.name, "connection busy; not discarded now");
+            *slot = None;
+            self.forwarder().emit(BackendEventKind::Disconnected);
         }
     }
 
@@ -576,7 +595,7 @@ impl BackendClient {
                         || error.code.0 == UNSUPPORTED_PROTOCOL_VERSION)
                 {
                     tracing::info!(backend = %self.name, code = error.code.0, "Modern backend answered like a Legacy one; re-probing");
-                    self.discard_soon(conn).await;
+                    self.retire(conn);
                 }
                 BackendError::Mcp {
                     backend: self.name.clone(),
@@ -588,7 +607,7 @@ impl BackendClient {
                 timeout,
             },
             other => {
-                self.discard_soon(conn).await;
+                self.retire(conn);
                 BackendError::Transport {
                     backend: self.name.clone(),
                     source: other,
@@ -613,18 +632,34 @@ impl BackendClient {
         }
         let started = std::time::Instant::now();
         // Boxed: see `call_futures_stay_small`.
-        let result = Box::pin(self.run_unrecorded(budget.timeout, op)).await;
+        let result = Box::pin(self.run_until(budget.deadline(), budget.timeout, op)).await;
         self.record(Source::Call, budget.caller, &result, started.elapsed());
         result
     }
 
-    /// [`Self::run`] without the circuit breaker or health bookkeeping.
+    /// [`Self::run`] without the circuit breaker or health bookkeeping, for a
+    /// request of vmcp's own.
     async fn run_unrecorded<T, F, Fut>(&self, timeout: Duration, op: F) -> Result<T, BackendError>
     where
         F: Fn(Arc<Connection>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
-        let deadline = tokio::time::Instant::now() + timeout;
+        self.run_until(tokio::time::Instant::now() + timeout, timeout, op)
+            .await
+    }
+
+    /// Run `op` by `deadline`: acquiring the connection (a reconnect included) and
+    /// the request share it. `timeout` is what a timeout error names.
+    async fn run_until<T, F, Fut>(
+        &self,
+        deadline: tokio::time::Instant,
+        timeout: Duration,
+        op: F,
+    ) -> Result<T, BackendError>
+    where
+        F: Fn(Arc<Connection>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
         let timed_out = || BackendError::Timeout {
             backend: self.name.clone(),
             timeout,
@@ -640,7 +675,7 @@ impl BackendClient {
                 Ok(Ok(value)) => return Ok(value),
                 Ok(Err(error)) if !retried && refused_unrun(&conn, &error) => {
                     tracing::info!(backend = %self.name, "backend refused the request without running it ({error}); reconnecting");
-                    self.discard_soon(&conn).await;
+                    self.retire(&conn);
                     retried = true;
                 }
                 Ok(Err(error)) => return Err(self.fail(&conn, error).await),
@@ -650,7 +685,7 @@ impl BackendClient {
                     // like this (a Legacy-only server refusing a stateless request, a
                     // restarted server answering an unknown session with 400).
                     // Calls still in flight keep the old connection until they end.
-                    self.discard_soon(&conn).await;
+                    self.retire(&conn);
                     return Err(timed_out());
                 }
             }

@@ -7,11 +7,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::Command;
 use vmcp_tests::stacked::modern_as;
-use vmcp_tests::{free_port, py_backend, py_client, sha256_hex, wait_for_port};
+use vmcp_tests::{py_backend, py_client, sha256_hex};
 
-const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+use super::serve::Serve;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_injected_header_from_the_environment_reaches_the_backend_and_nowhere_else() {
@@ -50,19 +49,15 @@ audit: {{logFile: '{}'}}
         ),
     )
     .unwrap();
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string(), "-c"])
-        .arg(&path)
+    let mut server = Serve::new()
+        .config(&path)
         .env("VMCP_TEST_VAULT_KEY", &secret)
         .env("RUST_LOG", "debug")
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+        .stdout_to(&log)
+        .stderr_to(log.with_extension("err"))
+        .start()
+        .await;
+    let url = server.url();
 
     let seen = |text: &str| -> Value { serde_json::from_str(text).expect("headers JSON") };
     let modern = modern_as(
@@ -94,7 +89,7 @@ audit: {{logFile: '{}'}}
         "secret in an answer to the client"
     );
 
-    let status = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+    let status = reqwest::get(server.at("/status"))
         .await
         .unwrap()
         .text()
@@ -106,13 +101,9 @@ audit: {{logFile: '{}'}}
     );
     assert!(!status.contains(&secret), "secret on /status: {status}");
 
-    let pid = server.id().unwrap();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
-    let logs = std::fs::read_to_string(&log).unwrap()
-        + &std::fs::read_to_string(log.with_extension("err")).unwrap();
+    server.signal("-TERM");
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.child.wait()).await;
+    let logs = server.logs();
     assert!(logs.contains("vault"), "debug logs were captured: {logs}");
     let leaks: Vec<String> = logs
         .lines()
@@ -178,19 +169,15 @@ audit: {{logFile: '{audit}'}}
         ),
     )
     .unwrap();
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string(), "-c"])
-        .arg(&path)
+    let mut server = Serve::new()
+        .config(&path)
         .env("VMCP_TEST_GOOD", &good_secret)
         .env("RUST_LOG", "debug")
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+        .stdout_to(&log)
+        .stderr_to(log.with_extension("err"))
+        .start()
+        .await;
+    let url = server.url();
     let alice = idp.caller_token("alice", "alice-pw").await;
 
     let served = modern_as(
@@ -239,7 +226,7 @@ audit: {{logFile: '{audit}'}}
 
     // Under OIDC, /status wants the same bearer token as /mcp (status.requireAuth).
     let status = reqwest::Client::new()
-        .get(format!("http://127.0.0.1:{port}/status"))
+        .get(server.at("/status"))
         .bearer_auth(&alice)
         .send()
         .await
@@ -252,13 +239,9 @@ audit: {{logFile: '{audit}'}}
         "{status}"
     );
 
-    let pid = server.id().unwrap();
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = tokio::time::timeout(Duration::from_secs(10), server.wait()).await;
-    let logs = std::fs::read_to_string(&log).unwrap()
-        + &std::fs::read_to_string(log.with_extension("err")).unwrap();
+    server.signal("-TERM");
+    let _ = tokio::time::timeout(Duration::from_secs(10), server.child.wait()).await;
+    let logs = server.logs();
     assert!(
         logs.contains("token obtained"),
         "debug logs were captured: {logs}"

@@ -11,7 +11,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 use vmcp_tests::repo_root;
 
-const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+use super::serve::VMCP;
 
 fn temp_file(name: &str, contents: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("vmcp-ux-{}-{name}", std::process::id()));

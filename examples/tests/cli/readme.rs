@@ -15,9 +15,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::process::Command;
-use vmcp_tests::{free_port, peers_dir, repo_root, wait_for_port};
+use vmcp_tests::{free_port, peers_dir, repo_root};
 
-const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+use super::serve::{Serve, VMCP};
+
 const DOCUMENTED_PORT: &str = "4483";
 
 #[derive(Debug, PartialEq)]
@@ -136,22 +137,15 @@ async fn the_readme_shell_blocks_work_as_written() {
         "the README's marked blocks were found: {blocks:#?}"
     );
     for block in runnable {
-        let port = free_port().to_string();
-        let script = block.text.replace(DOCUMENTED_PORT, &port);
         let server = match block.kind {
-            Kind::WithServer => {
-                let server = Command::new(VMCP)
-                    .args(["serve", "--port", &port])
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
-                    .unwrap();
-                wait_for_port(port.parse().unwrap()).await;
-                Some(server)
-            }
+            Kind::WithServer => Some(Serve::new().start().await),
             _ => None,
         };
+        let port = server
+            .as_ref()
+            .map_or_else(free_port, |s| s.port)
+            .to_string();
+        let script = block.text.replace(DOCUMENTED_PORT, &port);
         let (ok, stdout, stderr) = run(&dir, &script, &port).await;
         drop(server);
         let at = format!("README.md line {}", block.line);

@@ -1,13 +1,11 @@
 //! The bundled server with a stdio backend and the status page: no child outlives
 //! its SIGTERM, and an open `/ui/events` stream does not hold the shutdown up.
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::Command;
-use vmcp_tests::{everything_command, free_port, wait_for_port};
+use vmcp_tests::everything_command;
 
-const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+use super::serve::Serve;
 
 fn alive(pid: u64) -> bool {
     // A zombie (killed, not yet reaped by whoever inherited it) counts as gone.
@@ -51,17 +49,8 @@ async fn no_stdio_child_survives_the_gateways_sigterm() {
         ),
     )
     .unwrap();
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--ui", "--port", &port.to_string(), "-c"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let status: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+    let mut server = Serve::new().args(["--ui"]).config(&path).start().await;
+    let status: serde_json::Value = reqwest::get(server.at("/status"))
         .await
         .unwrap()
         .json()
@@ -75,9 +64,7 @@ async fn no_stdio_child_survives_the_gateways_sigterm() {
     assert!(alive(child));
 
     // A browser's live stream stays open across the SIGTERM.
-    let mut live = reqwest::get(format!("http://127.0.0.1:{port}/ui/events"))
-        .await
-        .unwrap();
+    let mut live = reqwest::get(server.at("/ui/events")).await.unwrap();
     assert_eq!(live.status(), 200);
     let first = live.chunk().await.unwrap().unwrap_or_default();
     assert!(
@@ -85,13 +72,7 @@ async fn no_stdio_child_survives_the_gateways_sigterm() {
         "the stream starts with the rendered page"
     );
 
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &server.id().unwrap().to_string()])
-        .status();
-    let exit = tokio::time::timeout(Duration::from_secs(20), server.wait())
-        .await
-        .expect("exits within 20s of SIGTERM")
-        .unwrap();
+    let exit = server.terminate(Duration::from_secs(20)).await;
     assert!(exit.success(), "graceful exit, got {exit}");
     // SIGKILL is delivered at once but acted on when the victim is next scheduled: on a
     // loaded machine, give the kernel a bounded moment to finish the kill.

@@ -1,63 +1,33 @@
 //! What `vmcp serve` says and answers around a session's end and a backend's
 //! failure, seen from outside: the real binary, its stderr, real clients.
 
-use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
 use vmcp_tests::tls::{TestCa, serve_tls_on_loopback};
-use vmcp_tests::{free_port, py_client_with_stderr, wait_for_port};
+use vmcp_tests::{free_port, py_client_with_stderr};
 
-const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+use super::serve::{Serve, Server};
 
 /// A `vmcp serve` whose stderr goes to a file; `RUST_LOG` is cleared so the
 /// default filter is what is tested.
-struct Server {
-    child: Child,
-    port: u16,
-    log: PathBuf,
+async fn start(name: &str, args: &[&str]) -> Server {
+    let dir = std::env::temp_dir().join(format!("vmcp-logs-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Serve::new()
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stderr_to(dir.join("stderr.log"))
+        .start()
+        .await
 }
 
-impl Server {
-    async fn start(name: &str, args: &[&str]) -> Self {
-        let dir = std::env::temp_dir().join(format!("vmcp-logs-{}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("stderr.log");
-        let port = free_port();
-        let child = Command::new(VMCP)
-            .arg("serve")
-            .args(["--port", &port.to_string()])
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        wait_for_port(port).await;
-        Self { child, port, log }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    /// SIGTERM, a graceful exit, and everything it logged.
-    async fn terminate(mut self) -> String {
-        let pid = self.child.id().unwrap();
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let status = tokio::time::timeout(Duration::from_secs(20), self.child.wait())
-            .await
-            .expect("exits within 20s of SIGTERM")
-            .unwrap();
-        let log = std::fs::read_to_string(&self.log).unwrap();
-        assert!(status.success(), "graceful exit, got {status}:\n{log}");
-        log
-    }
+/// SIGTERM, a graceful exit, and everything it logged.
+async fn terminate(mut server: Server) -> String {
+    let status = server.terminate(Duration::from_secs(20)).await;
+    let log = server.logs();
+    assert!(status.success(), "graceful exit, got {status}:\n{log}");
+    log
 }
 
 fn assert_no_error_line(log: &str) {
@@ -100,7 +70,7 @@ async fn legacy_session(http: &reqwest::Client, url: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sessions_end_cleanly_and_sigterm_with_a_client_logs_no_error() {
-    let server = Server::start("legacy-end", &[]).await;
+    let server = start("legacy-end", &[]).await;
     let url = server.url();
 
     // The Python SDK closes its session with DELETE and complains unless the answer
@@ -150,17 +120,14 @@ async fn legacy_sessions_end_cleanly_and_sigterm_with_a_client_logs_no_error() {
         .await
         .unwrap();
     assert_eq!(stream.status(), 200, "GET stream opened");
-    let log = server.terminate().await;
+    let log = terminate(server).await;
     drop(stream);
     assert_no_error_line(&log);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_without_clients_logs_no_error_and_json_lines_are_json() {
-    let log = Server::start("json", &["--log-format", "json"])
-        .await
-        .terminate()
-        .await;
+    let log = terminate(start("json", &["--log-format", "json"]).await).await;
     assert_no_error_line(&log);
     let mut messages = Vec::new();
     for line in log.lines() {
@@ -177,7 +144,7 @@ async fn sigterm_without_clients_logs_no_error_and_json_lines_are_json() {
         "{log}"
     );
 
-    let log = Server::start("text", &[]).await.terminate().await;
+    let log = terminate(start("text", &[]).await).await;
     assert_no_error_line(&log);
 }
 
@@ -196,10 +163,10 @@ async fn one_warning_in_words(label: &str, url: &str, reason: &str) {
         ),
     )
     .unwrap();
-    let server = Server::start(label, &["-c", config.to_str().unwrap()]).await;
+    let server = start(label, &["-c", config.to_str().unwrap()]).await;
 
     // Wait for several retries, so "once" means something.
-    let status_url = format!("http://127.0.0.1:{}/status", server.port);
+    let status_url = server.at("/status");
     let mut ghost = Value::Null;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while tokio::time::Instant::now() < deadline {
@@ -222,7 +189,7 @@ async fn one_warning_in_words(label: &str, url: &str, reason: &str) {
     assert_eq!(ghost["name"], "ghost");
     assert_eq!(ghost["last_error"], reason, "{ghost}");
 
-    let log = server.terminate().await;
+    let log = terminate(server).await;
     // Without OIDC, startup warns once that Legacy session ids are bearer secrets
     // (docs/security.md); every other warning is about the backend.
     let bearer = "treat session ids as bearer secrets";

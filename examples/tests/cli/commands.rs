@@ -1,14 +1,12 @@
-// Over 600 lines: one test per behaviour of the real binary, sharing its helpers.
 //! The bundled server's command line, run as a real process.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::process::Command;
-use vmcp_tests::{free_port, names, py_client, wait_for_port};
+use vmcp_tests::{names, py_client};
 
-const VMCP: &str = env!("CARGO_BIN_EXE_vmcp");
+use super::serve::{Serve, VMCP};
 
 fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-{name}", std::process::id()));
@@ -132,16 +130,8 @@ async fn init_writes_a_starter_that_validates_and_refuses_to_overwrite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_on_the_embedded_default_in_all_three_client_modes() {
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut server = Serve::new().start().await;
+    let url = server.url();
     for (mode, protocol) in [
         ("auto", "2026-07-28"),
         ("legacy", "2025-11-25"),
@@ -180,14 +170,7 @@ async fn serve_on_the_embedded_default_in_all_three_client_modes() {
 
     // SIGTERM stops it gracefully, even with a Legacy client's GET stream open.
     let _stream = open_legacy_stream(&url).await;
-    let pid = server.id().unwrap() as i32;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let status = tokio::time::timeout(Duration::from_secs(10), server.wait())
-        .await
-        .expect("exits within 10s of SIGTERM")
-        .unwrap();
+    let status = server.terminate(Duration::from_secs(10)).await;
     assert!(status.success(), "graceful exit, got {status}");
 }
 
@@ -262,29 +245,16 @@ async fn sighup_reloads_the_config_file_under_a_live_session() {
         "reload",
         &format!("backends:\n  - {{name: a, url: '{}'}}\n", a.url()),
     );
-    let port = free_port();
     let log = path.with_extension("log");
-    let mut server = Command::new(VMCP)
-        .args(["serve", "-c"])
-        .arg(&path)
-        .args(["--port", &port.to_string()])
+    let mut server = Serve::new()
+        .config(&path)
         .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+        .stderr_to(&log)
+        .start()
+        .await;
+    let url = server.url();
     let mut session = Listener::legacy(&url).await;
     assert_eq!(session.tools().await, ["a_x"]);
-    let hup = |pid: u32| {
-        std::process::Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()
-            .unwrap()
-    };
-    let pid = server.id().unwrap();
 
     std::fs::write(
         &path,
@@ -295,13 +265,13 @@ async fn sighup_reloads_the_config_file_under_a_live_session() {
         ),
     )
     .unwrap();
-    hup(pid);
+    server.signal("-HUP");
     session.expect("tools").await;
     assert_eq!(session.tools().await, ["a_x", "b_y"]);
 
     // An invalid file is refused; the running configuration stays.
     std::fs::write(&path, "backends: [{name: a, url: nope}]\n").unwrap();
-    hup(pid);
+    server.signal("-HUP");
     let refused = vmcp_tests::eventually(|| {
         std::fs::read_to_string(&log).is_ok_and(|l| {
             l.contains("configuration reload refused")
@@ -320,21 +290,21 @@ async fn sighup_reloads_the_config_file_under_a_live_session() {
         format!("backends:\n  - {{name: b, url: '{}'}}\n", b.url()),
     )
     .unwrap();
-    hup(pid);
+    server.signal("-HUP");
     session.expect("tools").await;
     assert_eq!(
         session.tools().await,
         ["b_y"],
         "the session outlived both reloads"
     );
-    let status: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/status"))
+    let status: serde_json::Value = reqwest::get(server.at("/status"))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
     assert_eq!(status["backends"].as_array().unwrap().len(), 1, "{status}");
-    let _ = server.kill().await;
+    let _ = server.child.kill().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,17 +337,8 @@ telemetry: {{enablePrometheusMetricsPath: true}}
             audit.display()
         ),
     );
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string(), "-c"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut server = Serve::new().config(&path).start().await;
+    let url = server.url();
 
     let list = modern_as(&url, None, "tools/list", json!({})).await;
     assert_eq!(tool_names(&list), ["gh_echo"], "the list is filtered");
@@ -390,7 +351,7 @@ telemetry: {{enablePrometheusMetricsPath: true}}
     .await;
     assert_eq!(denied.status, 403);
     assert_eq!(denied.body["error"]["code"], 403);
-    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+    let metrics = reqwest::get(server.at("/metrics"))
         .await
         .unwrap()
         .text()
@@ -401,14 +362,7 @@ telemetry: {{enablePrometheusMetricsPath: true}}
         "{metrics}"
     );
 
-    let pid = server.id().unwrap() as i32;
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let status = tokio::time::timeout(Duration::from_secs(10), server.wait())
-        .await
-        .expect("exits within 10s of SIGTERM")
-        .unwrap();
+    let status = server.terminate(Duration::from_secs(10)).await;
     assert!(status.success(), "graceful exit, got {status}");
     let lines = std::fs::read_to_string(&audit).unwrap();
     let outcomes: Vec<String> = lines
@@ -442,17 +396,8 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     let echo = r#"permit(principal, action == Action::"call_tool", resource == Tool::"gh_echo");"#;
     let add = r#"permit(principal, action == Action::"call_tool", resource == Tool::"gh_add");"#;
     let path = temp_file("hup-authz", &file(&[echo, add]));
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string(), "-c"])
-        .arg(&path)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut server = Serve::new().config(&path).start().await;
+    let url = server.url();
     let mut session = LegacySession::open(&url, None).await;
     let call = json!({"name": "gh_add", "arguments": {"a": 1, "b": 2}});
     let ok = session.request("tools/call", call.clone()).await;
@@ -461,13 +406,6 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
         "{:?}",
         ok.body
     );
-    let hup = |pid: u32| {
-        std::process::Command::new("kill")
-            .args(["-HUP", &pid.to_string()])
-            .status()
-            .unwrap()
-    };
-    let pid = server.id().unwrap();
     let reloads = |outcome: &str| {
         std::fs::read_to_string(&audit)
             .unwrap_or_default()
@@ -478,7 +416,7 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
 
     // Tightened: the next call in the same session is denied; the session lives on.
     std::fs::write(&path, file(&[echo])).unwrap();
-    hup(pid);
+    server.signal("-HUP");
     assert!(
         vmcp_tests::eventually(|| reloads(r#""outcome":"success""#) == 1).await,
         "the reload is audited"
@@ -495,7 +433,7 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     // A file with a broken policy is refused as a whole, even the part that would
     // allow gh_add again; the tightened policy still applies.
     std::fs::write(&path, file(&[echo, add, "permit(principal, action"])).unwrap();
-    hup(pid);
+    server.signal("-HUP");
     assert!(
         vmcp_tests::eventually(|| reloads(r#""outcome":"failure""#) == 1).await,
         "the refused reload is audited"
@@ -508,7 +446,7 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     );
     let still = session.request("tools/call", echo_call).await;
     assert_eq!(still.status, 200);
-    let _ = server.kill().await;
+    let _ = server.child.kill().await;
 }
 
 /// `vmcp validate` on hostile files fails fast with a clear error: 100,000 levels of
@@ -619,17 +557,9 @@ async fn session_cycle(client: &reqwest::Client, url: &str) {
 /// left ~15 KB behind: +30 MB per cycle).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_sessions_leave_rss_flat() {
-    let port = free_port();
-    let mut server = Command::new(VMCP)
-        .args(["serve", "--port", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
-    let pid = server.id().unwrap();
-    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut server = Serve::new().start().await;
+    let pid = server.pid();
+    let url = server.url();
     let client = reqwest::Client::new();
     let mut samples = Vec::new();
     for _ in 0..10 {
@@ -647,7 +577,7 @@ async fn deleted_sessions_leave_rss_flat() {
         }
         samples.push(rss_kib(pid));
     }
-    let _ = server.kill().await;
+    let _ = server.child.kill().await;
     // The first cycle warms allocator arenas and connection pools: the baseline.
     let (baseline, last) = (samples[0], samples[samples.len() - 1]);
     println!("gateway RSS after each cycle of 2,000 sessions (KiB): {samples:?}");

@@ -1,0 +1,12 @@
+//! The bundled `vmcp` binary run as a real process: its command line, its logs, its
+//! configuration messages and schema, outgoing credentials, stdio children, and the
+//! README's shell blocks. One test binary (each links the whole stack); one module
+//! per concern, all starting the binary through `serve`.
+
+mod commands;
+mod config_ux;
+mod outgoing_auth;
+mod readme;
+mod serve;
+mod serve_logs;
+mod stdio;
