@@ -520,8 +520,8 @@ impl ServerHandler for VmcpHandler {
         let routed = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&routed.backend)?;
         let caps = caller::bridged_caps(&ctx, &client);
-        let resumes = routed.params.request_state.is_some()
-            && client.revision() == Some(McpRevision::Legacy);
+        let resumes =
+            routed.params.request_state.is_some() && client.revision() == Some(McpRevision::Legacy);
         let response = if !caps.is_empty() || resumes {
             // A Legacy backend that may ask this caller (handler::bridge). Boxed: rmcp
             // moves the whole handler future per request, and plain calls should not

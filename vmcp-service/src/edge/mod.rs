@@ -345,7 +345,10 @@ impl Edge {
                             self.call_tool(&catalog, &parsed, tasks, calls, legacy, received)
                                 .await
                         }
-                        Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls, legacy, received).await,
+                        Verb::GetPrompt => {
+                            self.get_prompt(&catalog, &parsed, calls, legacy, received)
+                                .await
+                        }
                         Verb::ReadResource => {
                             self.read_resource(&catalog, &parsed, calls, filtered, legacy, received)
                                 .await

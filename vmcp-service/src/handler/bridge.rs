@@ -85,9 +85,8 @@ impl super::VmcpHandler {
         } = routed;
         let call =
             super::ObservedCall::start(ctx, &backend, "tools/call", Some(name), &mut params.meta);
-        let wants = super::forward::wants(ctx, &self.log_levels, || {
-            super::session_id(&ctx.extensions)
-        });
+        let wants =
+            super::forward::wants(ctx, &self.log_levels, || super::session_id(&ctx.extensions));
         let budget = self.budget(&backend, ctx);
         let response = match self
             .call_tool_bridged(ctx, client, name, params, caps, wants, budget)
