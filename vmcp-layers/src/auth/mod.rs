@@ -26,13 +26,13 @@
 //! # });
 //! ```
 
-#[cfg(feature = "config")]
-mod config;
 #[cfg(feature = "jwt")]
 pub mod jwt;
+#[cfg(feature = "jwt")]
+mod metadata;
 
-#[cfg(feature = "config")]
-pub use config::{IncomingAuthConfig, OidcConfig, metadata_router};
+#[cfg(feature = "jwt")]
+pub use metadata::{ResourceMetadata, metadata_router};
 
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};

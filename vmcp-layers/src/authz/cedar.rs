@@ -34,12 +34,42 @@ use serde_json::{Map, Value};
 
 use crate::context::{CallKind, Identity, ListKind, ToolAnnotations};
 
-pub use super::policies::{PolicySource, load_policies, sources};
+pub use super::policies::{PolicyError, PolicyErrors, PolicySource, load_policies, sources};
 
-/// Why an authorization decision could not be made (fails closed).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("authorization error: {0}")]
-pub struct AuthzError(pub String);
+/// The error Cedar gave, kept as the source.
+type CedarSource = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why an authorizer could not be built, or a decision could not be made (a
+/// decision that fails is a denial).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthzError {
+    /// `CedarSettings::group_entity_type` is not a Cedar type name.
+    #[error("groupEntityType {name:?} is not a Cedar type name: {source}")]
+    GroupEntityType {
+        /// The configured name.
+        name: String,
+        /// What Cedar said.
+        source: CedarSource,
+    },
+    /// The caller's entity could not be built from its identity.
+    #[error("authorization error: principal entity: {0}")]
+    Principal(#[source] CedarSource),
+    /// The target's entity could not be built.
+    #[error("authorization error: resource entity: {0}")]
+    Resource(#[source] CedarSource),
+    /// The entity set of a decision was inconsistent.
+    #[error("authorization error: entities: {0}")]
+    Entities(#[source] CedarSource),
+    /// The Cedar request was refused.
+    #[error("authorization error: request: {0}")]
+    Request(#[source] CedarSource),
+    /// The arguments could not become a Cedar record (too deep, or not representable).
+    #[error("authorization error: arguments could not be converted")]
+    Arguments,
+    /// The decision context could not be built.
+    #[error("authorization error: context: {0}")]
+    Context(#[source] CedarSource),
+}
 
 /// What a decision is about.
 #[derive(Debug, Clone, Copy)]
@@ -240,10 +270,10 @@ impl CedarAuthorizer {
     /// An authorizer over `policies`.
     pub fn new(policies: PolicySet, settings: CedarSettings) -> Result<Self, AuthzError> {
         let group_type = EntityTypeName::from_str(&settings.group_entity_type).map_err(|e| {
-            AuthzError(format!(
-                "groupEntityType {:?} is not a Cedar type name: {e}",
-                settings.group_entity_type
-            ))
+            AuthzError::GroupEntityType {
+                name: settings.group_entity_type.clone(),
+                source: e.into(),
+            }
         })?;
         let action = |name: &str| uid("Action", name);
         Ok(Self {
@@ -269,9 +299,9 @@ impl CedarAuthorizer {
     pub fn from_sources(
         sources: &[PolicySource],
         settings: CedarSettings,
-    ) -> Result<Self, Vec<String>> {
+    ) -> Result<Self, PolicyErrors> {
         let policies = load_policies(sources)?;
-        Self::new(policies, settings).map_err(|e| vec![e.0])
+        Self::new(policies, settings).map_err(|e| PolicyErrors(vec![PolicyError::Settings(e)]))
     }
 
     /// How many policies are loaded.
@@ -313,7 +343,7 @@ impl CedarAuthorizer {
             attrs.insert("claims".to_owned(), claims);
         }
         let entity = Entity::new(principal.clone(), attrs, parents)
-            .map_err(|e| AuthzError(format!("principal entity: {e}")))?;
+            .map_err(|e| AuthzError::Principal(e.into()))?;
         entities.push(entity);
         Ok(Principal {
             uid: principal,
@@ -390,7 +420,7 @@ impl CedarAuthorizer {
         }
         entities.push(
             Entity::new(resource.clone(), attrs, parents)
-                .map_err(|e| AuthzError(format!("resource entity: {e}")))?,
+                .map_err(|e| AuthzError::Resource(e.into()))?,
         );
         let built = Arc::new((resource, entities));
         if self.resources.len() >= RESOURCE_CACHE {
@@ -433,7 +463,7 @@ impl CedarAuthorizer {
             context,
             None,
         )
-        .map_err(|e| AuthzError(format!("request: {e}")))?;
+        .map_err(|e| AuthzError::Request(e.into()))?;
         let response = self
             .authorizer
             .is_authorized(&request, &self.policies, entities);
@@ -463,8 +493,7 @@ impl CedarAuthorizer {
             CallKind::Resource => &self.actions.read_resource,
         };
         let empty = Map::new();
-        let arguments = record(arguments.unwrap_or(&empty), 0)
-            .ok_or_else(|| AuthzError("arguments could not be converted".into()))?;
+        let arguments = record(arguments.unwrap_or(&empty), 0).ok_or(AuthzError::Arguments)?;
         let annotations = match &target {
             Target::Tool { annotations, .. } => annotations_record(annotations),
             _ => annotations_record(&ToolAnnotations::default()),
@@ -473,7 +502,7 @@ impl CedarAuthorizer {
             ("arguments".to_owned(), arguments),
             ("annotations".to_owned(), annotations),
         ])
-        .map_err(|e| AuthzError(format!("context: {e}")))?;
+        .map_err(|e| AuthzError::Context(e.into()))?;
         let resource = self.resource(&key, &target)?;
         let entities = if argument_free {
             Arc::new(build_entities(&cached.principal, &resource)?)
@@ -539,7 +568,7 @@ fn build_entities(
         principal.entities.iter().chain(resource.1.iter()).cloned(),
         None,
     )
-    .map_err(|e| AuthzError(format!("entities: {e}")))
+    .map_err(|e| AuthzError::Entities(e.into()))
 }
 
 #[cfg(test)]

@@ -25,9 +25,86 @@ pub enum PolicySource {
     },
 }
 
+/// Why a policy (or the authorizer over the policies) could not be loaded. Each
+/// names the source's location: `incomingAuth.authz.policies[1]: …`.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// A policy file could not be read.
+    #[error("{field}: cannot read {}: {source}", path.display())]
+    Read {
+        /// The source's location.
+        field: String,
+        /// The file.
+        path: PathBuf,
+        /// The I/O failure.
+        source: std::io::Error,
+    },
+    /// The text is not Cedar.
+    #[error("{field}: invalid Cedar policy: {detail}")]
+    Invalid {
+        /// The source's location (with the file's path for a file).
+        field: String,
+        /// What the Cedar parser said, one message per problem.
+        detail: String,
+    },
+    /// The text holds a policy template.
+    #[error("{field}: policy templates are not supported")]
+    Template {
+        /// The source's location.
+        field: String,
+    },
+    /// The text holds no policy.
+    #[error("{field}: contains no policy")]
+    Empty {
+        /// The source's location.
+        field: String,
+    },
+    /// A policy could not join the set (a duplicate id).
+    #[error("{field}: {source}")]
+    Conflict {
+        /// The source's location.
+        field: String,
+        /// What Cedar said.
+        source: cedar_policy::PolicySetError,
+    },
+    /// The authorizer's settings are not usable (a group entity type that is not a
+    /// Cedar type name); not tied to one source.
+    #[error(transparent)]
+    Settings(super::cedar::AuthzError),
+}
+
+/// Every problem found in a set of policies, in source order.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", join(.0))]
+pub struct PolicyErrors(pub Vec<PolicyError>);
+
+fn join(errors: &[PolicyError]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl PolicyErrors {
+    /// The problems, in source order.
+    pub fn iter(&self) -> std::slice::Iter<'_, PolicyError> {
+        self.0.iter()
+    }
+}
+
+impl IntoIterator for PolicyErrors {
+    type Item = PolicyError;
+    type IntoIter = std::vec::IntoIter<PolicyError>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 /// Parse policies, naming each by its location (or its `@id` annotation).
 /// Errors name the location: `incomingAuth.authz.policies[1]: …`.
-pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>> {
+pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, PolicyErrors> {
     let mut set = PolicySet::new();
     let mut errors = Vec::new();
     for source in sources {
@@ -35,8 +112,12 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
             PolicySource::Inline { field, text } => (field.clone(), text.clone()),
             PolicySource::File { field, path } => match std::fs::read_to_string(path) {
                 Ok(text) => (format!("{field} ({})", path.display()), text),
-                Err(e) => {
-                    errors.push(format!("{field}: cannot read {}: {e}", path.display()));
+                Err(source) => {
+                    errors.push(PolicyError::Read {
+                        field: field.clone(),
+                        path: path.clone(),
+                        source,
+                    });
                     continue;
                 }
             },
@@ -45,20 +126,22 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
             Ok(parsed) => parsed,
             Err(e) => {
                 let detail: Vec<String> = e.iter().map(|e| e.to_string()).collect();
-                errors.push(format!(
-                    "{field}: invalid Cedar policy: {}",
-                    detail.join("; ")
-                ));
+                errors.push(PolicyError::Invalid {
+                    field,
+                    detail: detail.join("; "),
+                });
                 continue;
             }
         };
         if parsed.templates().next().is_some() {
-            errors.push(format!("{field}: policy templates are not supported"));
+            errors.push(PolicyError::Template { field });
             continue;
         }
         let policies: Vec<&Policy> = parsed.policies().collect();
         if policies.is_empty() {
-            errors.push(format!("{field}: contains no policy"));
+            errors.push(PolicyError::Empty {
+                field: field.clone(),
+            });
         }
         let many = policies.len() > 1;
         for (k, policy) in policies.into_iter().enumerate() {
@@ -67,15 +150,18 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
                 None if many => format!("{field}#{k}"),
                 None => field.clone(),
             };
-            if let Err(e) = set.add(policy.new_id(PolicyId::new(&id))) {
-                errors.push(format!("{field}: {e}"));
+            if let Err(source) = set.add(policy.new_id(PolicyId::new(&id))) {
+                errors.push(PolicyError::Conflict {
+                    field: field.clone(),
+                    source,
+                });
             }
         }
     }
     if errors.is_empty() {
         Ok(set)
     } else {
-        Err(errors)
+        Err(PolicyErrors(errors))
     }
 }
 
@@ -114,7 +200,11 @@ mod tests {
             ],
             &[PathBuf::from("/nonexistent/x.cedar")],
         );
-        let errors = load_policies(&sources).unwrap_err();
+        let errors: Vec<String> = load_policies(&sources)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(
             errors[0].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"),
