@@ -316,12 +316,14 @@ fn event_type(method: Option<&str>, http: &http::Method) -> &'static str {
 }
 
 fn target_type(method: &str) -> Option<&'static str> {
-    let kind = CallKind::of_method(method).or(match ListKind::of_method(method)? {
-        ListKind::Tools => Some(CallKind::Tool),
-        ListKind::Prompts => Some(CallKind::Prompt),
-        ListKind::Resources | ListKind::ResourceTemplates => Some(CallKind::Resource),
-    });
-    kind.map(|kind| match kind {
+    let kind = CallKind::of_method(method).or_else(|| {
+        Some(match ListKind::of_method(method)? {
+            ListKind::Tools => CallKind::Tool,
+            ListKind::Prompts => CallKind::Prompt,
+            ListKind::Resources | ListKind::ResourceTemplates => CallKind::Resource,
+        })
+    })?;
+    Some(match kind {
         CallKind::Tool => "tool",
         CallKind::Prompt => "prompt",
         CallKind::Resource => "resource",
@@ -683,6 +685,16 @@ mod tests {
         assert!(!is_jsonrpc_error(
             br#"{"jsonrpc":"2.0","id":1,"error":null}"#
         ));
+    }
+
+    #[test]
+    fn target_types_follow_the_call_and_list_kinds() {
+        assert_eq!(target_type("tools/call"), Some("tool"));
+        assert_eq!(target_type("tools/list"), Some("tool"));
+        assert_eq!(target_type("prompts/get"), Some("prompt"));
+        assert_eq!(target_type("resources/templates/list"), Some("resource"));
+        assert_eq!(target_type("resources/subscribe"), Some("resource"));
+        assert_eq!(target_type("ping"), None);
     }
 
     #[test]

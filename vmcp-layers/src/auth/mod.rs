@@ -49,7 +49,7 @@ use crate::context::Identity;
 #[cfg(feature = "jwt")]
 use crate::jsonrpc;
 #[cfg(feature = "jwt")]
-pub use jwt::{JwtError, JwtSettings, JwtValidator};
+pub use jwt::{JwksSource, JwtError, JwtSettings, JwtValidator};
 
 #[derive(Debug)]
 enum Authenticator {

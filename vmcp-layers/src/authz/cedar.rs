@@ -34,42 +34,8 @@ use serde_json::{Map, Value};
 
 use crate::context::{CallKind, Identity, ListKind, ToolAnnotations};
 
-pub use super::policies::{PolicyError, PolicyErrors, PolicySource, load_policies, sources};
-
-/// The error Cedar gave, kept as the source.
-type CedarSource = Box<dyn std::error::Error + Send + Sync>;
-
-/// Why an authorizer could not be built, or a decision could not be made (a
-/// decision that fails is a denial).
-#[derive(Debug, thiserror::Error)]
-pub enum AuthzError {
-    /// `CedarSettings::group_entity_type` is not a Cedar type name.
-    #[error("groupEntityType {name:?} is not a Cedar type name: {source}")]
-    GroupEntityType {
-        /// The configured name.
-        name: String,
-        /// What Cedar said.
-        source: CedarSource,
-    },
-    /// The caller's entity could not be built from its identity.
-    #[error("authorization error: principal entity: {0}")]
-    Principal(#[source] CedarSource),
-    /// The target's entity could not be built.
-    #[error("authorization error: resource entity: {0}")]
-    Resource(#[source] CedarSource),
-    /// The entity set of a decision was inconsistent.
-    #[error("authorization error: entities: {0}")]
-    Entities(#[source] CedarSource),
-    /// The Cedar request was refused.
-    #[error("authorization error: request: {0}")]
-    Request(#[source] CedarSource),
-    /// The arguments could not become a Cedar record (too deep, or not representable).
-    #[error("authorization error: arguments could not be converted")]
-    Arguments,
-    /// The decision context could not be built.
-    #[error("authorization error: context: {0}")]
-    Context(#[source] CedarSource),
-}
+pub use super::error::{AuthzError, PolicyError, PolicyErrors};
+pub use super::policies::{PolicySource, load_policies, sources};
 
 /// What a decision is about.
 #[derive(Debug, Clone, Copy)]

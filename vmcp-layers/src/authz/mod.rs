@@ -32,6 +32,7 @@
 //! ```
 
 pub mod cedar;
+mod error;
 mod policies;
 
 use std::sync::Arc;

@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use cedar_policy::{Policy, PolicyId, PolicySet};
 
+use super::error::{PolicyError, PolicyErrors};
+
 /// Where a policy came from, for startup errors.
 #[derive(Debug, Clone)]
 pub enum PolicySource {
@@ -23,83 +25,6 @@ pub enum PolicySource {
         /// The file.
         path: PathBuf,
     },
-}
-
-/// Why a policy (or the authorizer over the policies) could not be loaded. Each
-/// names the source's location: `incomingAuth.authz.policies[1]: …`.
-#[derive(Debug, thiserror::Error)]
-pub enum PolicyError {
-    /// A policy file could not be read.
-    #[error("{field}: cannot read {}: {source}", path.display())]
-    Read {
-        /// The source's location.
-        field: String,
-        /// The file.
-        path: PathBuf,
-        /// The I/O failure.
-        source: std::io::Error,
-    },
-    /// The text is not Cedar.
-    #[error("{field}: invalid Cedar policy: {detail}")]
-    Invalid {
-        /// The source's location (with the file's path for a file).
-        field: String,
-        /// What the Cedar parser said, one message per problem.
-        detail: String,
-    },
-    /// The text holds a policy template.
-    #[error("{field}: policy templates are not supported")]
-    Template {
-        /// The source's location.
-        field: String,
-    },
-    /// The text holds no policy.
-    #[error("{field}: contains no policy")]
-    Empty {
-        /// The source's location.
-        field: String,
-    },
-    /// A policy could not join the set (a duplicate id).
-    #[error("{field}: {source}")]
-    Conflict {
-        /// The source's location.
-        field: String,
-        /// What Cedar said.
-        source: cedar_policy::PolicySetError,
-    },
-    /// The authorizer's settings are not usable (a group entity type that is not a
-    /// Cedar type name); not tied to one source.
-    #[error(transparent)]
-    Settings(super::cedar::AuthzError),
-}
-
-/// Every problem found in a set of policies, in source order.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", join(.0))]
-pub struct PolicyErrors(pub Vec<PolicyError>);
-
-fn join(errors: &[PolicyError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
-}
-
-impl PolicyErrors {
-    /// The problems, in source order.
-    pub fn iter(&self) -> std::slice::Iter<'_, PolicyError> {
-        self.0.iter()
-    }
-}
-
-impl IntoIterator for PolicyErrors {
-    type Item = PolicyError;
-    type IntoIter = std::vec::IntoIter<PolicyError>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.into_iter()
-    }
 }
 
 /// Parse policies, naming each by its location (or its `@id` annotation).

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use vmcp_layers::auth::{JwtSettings, ResourceMetadata};
+use vmcp_layers::auth::{JwksSource, JwtSettings, ResourceMetadata};
 use vmcp_layers::tls::{CaBundle, TlsError};
 
 use super::authz::AuthzConfig;
@@ -191,7 +191,9 @@ impl OidcConfig {
     /// Validator settings from this section (`group_claim` from the authz section).
     pub fn settings(&self, group_claim: Option<&str>) -> JwtSettings {
         let mut settings = JwtSettings::new(&self.issuer, &self.audience);
-        settings.jwks_url = self.jwks_url.clone();
+        if let Some(url) = &self.jwks_url {
+            settings.jwks = JwksSource::Url(url.clone());
+        }
         if let Some(leeway) = self.leeway {
             settings.leeway = leeway;
         }
