@@ -6,6 +6,7 @@
 //! forwards calls through the router to the owning backend.
 
 mod admission;
+mod ask;
 mod caller;
 mod caller_key;
 mod forward;
