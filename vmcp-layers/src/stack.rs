@@ -303,6 +303,7 @@ impl StackBuilder {
 }
 
 /// `routes` answer only requests whose `Host` `headers` accepts (else 403).
+#[cfg(feature = "jwt")]
 fn host_checked(routes: axum::Router, headers: HeaderValidationLayer) -> axum::Router {
     routes.route_layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {

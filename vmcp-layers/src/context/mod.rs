@@ -7,7 +7,7 @@
 //! | Extension | Inserted by | Read by |
 //! |---|---|---|
 //! | `Arc<Identity>` | [`auth`](crate::auth) | discovery, authorization, audit, the service |
-//! | `Arc<ParsedMcpRequest>` | [`auth`](crate::auth) (its parsing step) | every later layer |
+//! | `Arc<ParsedMcpRequest>` | [`parse`](crate::parse) | every later layer |
 //! | [`Discovered`] | [`discovery`](crate::discovery) | annotation and backend enrichment, authorization |
 //! | [`ToolAnnotations`] | [`annotations`](crate::annotations) | authorization |
 //! | [`AdmissionDecision`], [`AdmissionHandle`] | [`authz`](crate::authz) | [`gate`](crate::gate), the service's list filtering |
