@@ -17,6 +17,7 @@ mod filtering;
 mod forwarding;
 mod hostile;
 mod live;
+mod mrtr_bridge;
 mod outgoing;
 mod pagination;
 mod pipeline;

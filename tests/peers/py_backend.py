@@ -9,6 +9,7 @@ Usage:
         [--ssl-certfile CERT.pem --ssl-keyfile KEY.pem]   (HTTPS instead of HTTP)
         [--echo-headers]   (adds tool P+"headers": the call's HTTP request headers as JSON, name -> sha256 hex of the value)
         [--forwarding-tools]   (adds P+"steps", P+"slow" and P+"cancelled", see below)
+        [--asking-tools]   (adds P+"ask", P+"sample" and P+"roots": see py_asking_tools.py)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
 line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
@@ -86,6 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--cache-scope", choices=["private", "public"], default="private")
     p.add_argument("--echo-headers", action="store_true", help="add a tool P+'headers' returning the HTTP request headers")
     p.add_argument("--forwarding-tools", action="store_true", help="add tools P+'steps', P+'slow', P+'cancelled'")
+    p.add_argument("--asking-tools", action="store_true", help="add tools P+'ask', P+'sample', P+'roots'")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])
@@ -163,6 +165,11 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         @mcp.tool(name=prefix + "cancelled", description="Tags of cancelled slow calls (JSON list)")
         def cancelled_tags() -> str:
             return json.dumps(cancelled)
+
+    if args.asking_tools:
+        import py_asking_tools  # beside this file (sys.path[0])
+
+        py_asking_tools.install(mcp, sname, prefix)
 
     # ---------------------------------------------------------------- resources
     @mcp.resource(f"py://{sname}/static", name="static", description=f"Static text of {sname}", mime_type="text/plain")

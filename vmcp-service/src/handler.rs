@@ -10,6 +10,7 @@ mod ask;
 mod caller;
 mod caller_key;
 mod forward;
+mod mrtr;
 mod observe;
 mod workflow;
 
@@ -25,10 +26,12 @@ use rmcp::model::{
 use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
 use forward::{LogLevels, drive, wants};
+use mrtr::MaybeInputRequired;
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
@@ -391,19 +394,53 @@ impl ServerHandler for VmcpHandler {
             mut params,
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
+        if client.revision() == Some(McpRevision::Modern) {
+            mrtr::declare(&mut params.meta, &ctx);
+        }
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
         let budget = self.budget(&backend, &ctx);
-        let response = drive(&ctx, wants, |relay| {
-            self.on_backend(&client, &ctx, move |c| {
-                let params = params.clone();
+        let started = tokio::time::Instant::now();
+        let (ctx_ref, client_ref) = (&ctx, &client);
+        let response = drive(&ctx, wants, |relay| async move {
+            let once = |params: CallToolRequestParams, budget: CallBudget| {
                 let relay = relay.clone();
-                async move { c.call_tool_relayed(params, budget, relay).await }
-            })
+                self.on_backend(client_ref, ctx_ref, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.call_tool_relayed(params, budget, relay).await }
+                })
+            };
+            let first = once(params.clone(), budget).await;
+            if is_modern(ctx_ref)
+                || first
+                    .as_ref()
+                    .map_or(true, |r| r.input_required().is_none())
+            {
+                return Ok(first);
+            }
+            // Boxed: only calls a Legacy caller must answer take this path.
+            Box::pin(mrtr::complete_for_legacy(
+                ctx_ref,
+                budget,
+                started,
+                first,
+                |retry, budget| {
+                    let mut params = params.clone();
+                    params.input_responses = Some(retry.input_responses);
+                    params.request_state = retry.request_state;
+                    once(params, budget)
+                },
+            ))
+            .await
         })
         .await;
         let response = match response {
-            Ok(response) => response,
+            Ok(Ok(response)) => response,
+            Ok(Err(unbridged)) => {
+                call.failed(&unbridged.to_string());
+                return Err(unbridged.into());
+            }
             Err(cancelled) => {
                 call.cancelled();
                 return Err(cancelled.into());
@@ -436,20 +473,53 @@ impl ServerHandler for VmcpHandler {
             mut params,
         } = router::route_prompt(&self.aggregator.catalog(), params)?;
         let client = self.backend(&backend)?;
+        if client.revision() == Some(McpRevision::Modern) {
+            mrtr::declare(&mut params.meta, &ctx);
+        }
         let call =
             ObservedCall::start(&ctx, &backend, "prompts/get", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
         let budget = self.budget(&backend, &ctx);
-        let response = drive(&ctx, wants, |relay| {
-            self.on_backend(&client, &ctx, move |c| {
-                let params = params.clone();
+        let started = tokio::time::Instant::now();
+        let (ctx_ref, client_ref) = (&ctx, &client);
+        let response = drive(&ctx, wants, |relay| async move {
+            let once = |params: GetPromptRequestParams, budget: CallBudget| {
                 let relay = relay.clone();
-                async move { c.get_prompt_relayed(params, budget, relay).await }
-            })
+                self.on_backend(client_ref, ctx_ref, move |c| {
+                    let params = params.clone();
+                    let relay = relay.clone();
+                    async move { c.get_prompt_relayed(params, budget, relay).await }
+                })
+            };
+            let first = once(params.clone(), budget).await;
+            if is_modern(ctx_ref)
+                || first
+                    .as_ref()
+                    .map_or(true, |r| r.input_required().is_none())
+            {
+                return Ok(first);
+            }
+            Box::pin(mrtr::complete_for_legacy(
+                ctx_ref,
+                budget,
+                started,
+                first,
+                |retry, budget| {
+                    let mut params = params.clone();
+                    params.input_responses = Some(retry.input_responses);
+                    params.request_state = retry.request_state;
+                    once(params, budget)
+                },
+            ))
+            .await
         })
         .await;
         let response = match response {
-            Ok(response) => response,
+            Ok(Ok(response)) => response,
+            Ok(Err(unbridged)) => {
+                call.failed(&unbridged.to_string());
+                return Err(unbridged.into());
+            }
             Err(cancelled) => {
                 call.cancelled();
                 return Err(cancelled.into());

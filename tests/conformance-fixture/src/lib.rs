@@ -10,7 +10,8 @@
 //!   `test_tool_with_progress`, `test_tool_with_logging`, `json_schema_2020_12_tool`,
 //!   `test_reconnection` (answers on the open stream: rmcp cannot close it mid-call);
 //! - 2025-11-25 server-to-client requests: `test_sampling`, `test_elicitation`,
-//!   `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`;
+//!   `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums` (asked on
+//!   2026-07-28 too, as `input_required` when the request declares the capability);
 //! - 2026-07-28 diagnostics: `test_custom_headers` (a parameter mirrored in the
 //!   `Mcp-Param-Region` header, SEP-2243), `test_missing_capability` (`-32021` without the
 //!   `sampling` capability), `test_streaming_elicitation`, `test_logging_tool` (logs

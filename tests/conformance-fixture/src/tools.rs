@@ -9,14 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ListToolsResult, LoggingLevel,
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ListToolsResult, LoggingLevel,
     LoggingMessageNotificationParam, ProgressNotificationParam, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Value, json};
 
-use crate::client_requests::{ask_client, elicit, sample};
+use crate::client_requests::{Asked, ask_either, elicit, sample};
 use crate::{Fixture, TEST_AUDIO_BASE64, TEST_IMAGE_BASE64, complete, typed};
 
 fn empty_object_schema() -> Value {
@@ -308,7 +308,14 @@ impl Fixture {
                 json!([{"type": "text", "text": "Mutation triggered"}])
             }
             "test_sampling" => {
-                let answer = ask_client(&ctx, sample(&arg("prompt"), 100)).await;
+                let request = sample(&arg("prompt"), 100);
+                let responses = &params.input_responses;
+                let sampling = |c: &ClientCapabilities| c.sampling.is_some();
+                let answer =
+                    match ask_either(&ctx, responses, "sampling", sampling, request).await? {
+                        Asked::Answer(answer) => answer,
+                        Asked::Pending(input_required) => return Ok(input_required.into()),
+                    };
                 let text = match answer {
                     Ok(result) => format!(
                         "LLM response: {}",
@@ -363,7 +370,14 @@ impl Fixture {
                         json!([]),
                     ),
                 };
-                let text = match ask_client(&ctx, request).await {
+                let responses = &params.input_responses;
+                let elicitation = |c: &ClientCapabilities| c.elicitation.is_some();
+                let answer =
+                    match ask_either(&ctx, responses, "elicitation", elicitation, request).await? {
+                        Asked::Answer(answer) => answer,
+                        Asked::Pending(input_required) => return Ok(input_required.into()),
+                    };
+                let text = match answer {
                     Ok(result) => format!(
                         "User response: action={}, content={}",
                         result["action"].as_str().unwrap_or("unknown"),

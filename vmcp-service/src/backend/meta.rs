@@ -5,6 +5,7 @@
 //! identity, and a client's `protocolVersion`/`clientCapabilities` must not reach a
 //! backend that negotiated something else. Only the end-to-end keys pass.
 
+use rmcp::model::ClientCapabilities;
 use serde_json::{Map, Value};
 
 const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
@@ -19,6 +20,18 @@ pub fn crosses_gateway(key: &str) -> bool {
     !key.starts_with(RESERVED_PREFIX) || PASSTHROUGH.contains(&key)
 }
 
+/// The part of a caller's declared client capabilities a backend hop may declare on
+/// its behalf (SEP-2322): `elicitation`, `sampling` and `roots`, which the gateway
+/// relays back to the caller. Anything else (tasks, extensions) would promise the
+/// backend more than the gateway forwards.
+pub fn bridged_capabilities(declared: ClientCapabilities) -> ClientCapabilities {
+    let mut hop = ClientCapabilities::default();
+    hop.elicitation = declared.elicitation;
+    hop.sampling = declared.sampling;
+    hop.roots = declared.roots;
+    hop
+}
+
 /// Remove every reserved key except the end-to-end ones.
 pub fn strip_reserved(meta: &mut Map<String, Value>) {
     meta.retain(|key, _| crosses_gateway(key));
@@ -28,6 +41,19 @@ pub fn strip_reserved(meta: &mut Map<String, Value>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_bridged_capabilities_reach_the_hop() {
+        let declared: ClientCapabilities = serde_json::from_value(json!({
+            "sampling": {}, "roots": {"listChanged": true},
+            "extensions": {"io.modelcontextprotocol/tasks": {}}, "experimental": {"x": {}}
+        }))
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(bridged_capabilities(declared)).unwrap(),
+            json!({"sampling": {}, "roots": {"listChanged": true}})
+        );
+    }
 
     #[test]
     fn strips_reserved_but_keeps_end_to_end_and_foreign_keys() {

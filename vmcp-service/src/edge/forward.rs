@@ -7,17 +7,31 @@ use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, CompleteRequestParams,
     CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse,
-    ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerResult,
+    ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ResultType, ServerResult,
 };
+use serde::Deserialize;
 use serde_json::Value;
 use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
-use crate::backend::meta::strip_reserved;
+use crate::backend::meta::{bridged_capabilities, strip_reserved};
 use crate::backend::{BackendClient, BackendError};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
+
+/// Declare the caller's own client capabilities (admitted requests carry them) on
+/// the backend hop, as the handler does (SEP-2322).
+fn declare_caller(meta: &mut Option<RequestMetaObject>, parsed: &ParsedMcpRequest) {
+    let declared = parsed
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+        .and_then(|v| ClientCapabilities::deserialize(v).ok())
+        .unwrap_or_default();
+    meta.get_or_insert_default()
+        .set_client_capabilities(bridged_capabilities(declared));
+}
 
 impl Edge {
     fn client(&self, backend: &str) -> Result<Arc<BackendClient>, ErrorData> {
@@ -41,6 +55,7 @@ impl Edge {
             mut params,
         } = router::route_tool(catalog, params)?;
         let client = self.client(&backend)?;
+        declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
         let timeout = self.aggregator.config().call_timeout(&backend);
         let response = client.call_tool(params, timeout).await;
@@ -79,6 +94,7 @@ impl Edge {
             mut params,
         } = router::route_prompt(catalog, params)?;
         let client = self.client(&backend)?;
+        declare_caller(&mut params.meta, parsed);
         let call = Observed::start(
             calls,
             &backend,

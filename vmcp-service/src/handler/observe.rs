@@ -52,6 +52,14 @@ impl ObservedCall {
         }
     }
 
+    /// The call ended without a backend answer, for `reason` (e.g. the gateway could
+    /// not get a Legacy caller's answer to the backend's `input_required`).
+    pub(super) fn failed(self, reason: &str) {
+        if let Some(scope) = self.0 {
+            scope.end(Some(reason));
+        }
+    }
+
     /// The call ended with `result`.
     pub(super) fn end<T>(self, result: &Result<T, BackendError>) {
         if let Some(scope) = self.0 {

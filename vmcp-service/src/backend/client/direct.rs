@@ -208,8 +208,14 @@ impl DirectHttp {
         parse(raw.get()).map(GetPromptResponse::InputRequired)
     }
 
+    /// The connection's client context, except that capabilities the handler
+    /// declared for the caller stand (SEP-2322: the backend may ask the caller only
+    /// what it can answer; the router has already removed any the client sent).
     fn add_context(&self, meta: &mut RequestMetaObject) {
         for (key, value) in self.context.0.iter() {
+            if key == CLIENT_CAPABILITIES && meta.0.contains_key(key) {
+                continue;
+            }
             meta.0.insert(key.clone(), value.clone());
         }
     }
@@ -381,6 +387,7 @@ fn ask_for(meta: &mut RequestMetaObject, id: i64, relay: Option<&Relay>) -> Opti
 }
 
 const LOWER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const LOWER_METHOD: &str = "mcp-method";
 const LOWER_NAME: &str = "mcp-name";
 
@@ -674,6 +681,32 @@ mod tests {
             seen.as_slice(),
             [ServerNotification::ToolListChangedNotification(_)]
         ));
+    }
+
+    #[test]
+    fn the_callers_capabilities_stand_over_the_connections() {
+        let mut gateway_caps = ClientCapabilities::default();
+        gateway_caps.roots = Some(Default::default());
+        let direct = DirectHttp::new(
+            reqwest::Client::new(),
+            "http://127.0.0.1:9/mcp",
+            ProtocolVersion::V_2026_07_28,
+            Implementation::new("vmcp", "0"),
+            gateway_caps,
+            Box::new(|_| {}),
+        )
+        .unwrap();
+        let mut plain = RequestMetaObject::default();
+        direct.add_context(&mut plain);
+        assert_eq!(plain.0[CLIENT_CAPABILITIES], json!({"roots": {}}));
+        assert_eq!(
+            plain.0["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        let mut declared = RequestMetaObject::default();
+        declared.set_client_capabilities(ClientCapabilities::default());
+        direct.add_context(&mut declared);
+        assert_eq!(declared.0[CLIENT_CAPABILITIES], json!({}));
     }
 
     #[tokio::test]
