@@ -78,7 +78,7 @@ pub enum PolicyError {
         /// The source's location.
         field: String,
         /// What Cedar said.
-        source: cedar_policy::PolicySetError,
+        source: Box<cedar_policy::PolicySetError>,
     },
     /// The authorizer's settings are not usable (a group entity type that is not a
     /// Cedar type name); not tied to one source.

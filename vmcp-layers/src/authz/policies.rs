@@ -78,7 +78,7 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, PolicyErrors
             if let Err(source) = set.add(policy.new_id(PolicyId::new(&id))) {
                 errors.push(PolicyError::Conflict {
                     field: field.clone(),
-                    source,
+                    source: Box::new(source),
                 });
             }
         }
