@@ -31,8 +31,8 @@ pub enum Mode {
     Bench,
     /// `serve-backend`: serve the benchmark backend until SIGINT/SIGTERM.
     ServeBackend,
-    /// `serve-gateway URL [--stack]`: serve the bare gateway (b) fronting the backend
-    /// at URL, or with `--stack` the full layer stack (c), printing the bearer token
+    /// `serve-gateway URL[,URL…] [--stack]`: serve the bare gateway (b) fronting the
+    /// backend(s) at the URLs (named `bench`, `bench2`, …), or with `--stack` the full layer stack (c), printing the bearer token
     /// its clients must send.
     ServeGateway { backend_url: String, stack: bool },
     /// `drive URL TOOL`: send exactly `requests` requests and report the wall time.

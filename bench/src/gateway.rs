@@ -46,7 +46,7 @@ pub async fn start_gateway(
             }
         } else {
             (
-                axum::Router::new().nest_service("/mcp", vmcp.service()),
+                axum::Router::new().nest_service("/mcp", service(&vmcp)),
                 None,
             )
         };
@@ -68,6 +68,18 @@ pub async fn start_gateway(
     .await?
 }
 
+/// The service under test: `Vmcp::service()`, or with `VMCP_BENCH_FAST_PATH=0` the
+/// same service with every request answered by rmcp's server (the path before the
+/// fast path existed, for before/after figures from one build).
+pub fn service(vmcp: &Vmcp) -> vmcp_service::VmcpService {
+    let service = vmcp.service();
+    if std::env::var_os("VMCP_BENCH_FAST_PATH").is_some_and(|v| v == "0") {
+        service.without_fast_path()
+    } else {
+        service
+    }
+}
+
 /// A configuration from YAML, through the configuration loader.
 pub fn config(yaml: &str) -> anyhow::Result<VmcpConfig> {
     Ok(vmcp_service::config::load_str(yaml)
@@ -80,4 +92,49 @@ pub fn single_backend_config(url: &str) -> anyhow::Result<VmcpConfig> {
     config(&format!(
         "backends:\n  - name: bench\n    url: {url}\naggregation:\n  conflictResolution: prefix\n"
     ))
+}
+
+/// Variant (x): [`single_backend_config`] with the backend's outgoing auth set to an
+/// RFC 8693 token exchange at `token_url` (the caller's validated token is the
+/// subject; the gateway opens a connection per caller).
+pub fn exchange_config(url: &str, token_url: &str) -> anyhow::Result<VmcpConfig> {
+    config(&format!(
+        "backends:\n  - name: bench\n    url: {url}\naggregation:\n  conflictResolution: prefix\n\
+         outgoingAuth:\n  source: inline\n  backends:\n    bench:\n      type: token_exchange\n\
+         \x20     tokenExchange:\n        tokenUrl: {token_url}\n        clientId: vmcp-bench\n\
+         \x20       clientSecret: bench-secret\n        audience: bench-backend\n"
+    ))
+}
+
+/// The 3-step composite of variant (w): three sequential `bench_echo` calls, each
+/// depending on the one before, the last one's result returned.
+pub const COMPOSITE: &str = "bench_three";
+
+/// Variant (w): [`single_backend_config`] plus [`COMPOSITE`].
+pub fn composite_config(url: &str) -> anyhow::Result<VmcpConfig> {
+    config(&format!(
+        "backends:\n  - name: bench\n    url: {url}\naggregation:\n  conflictResolution: prefix\n\
+         compositeTools:\n  - name: {COMPOSITE}\n    description: three echoes in a row\n\
+         \x20   parameters: {{type: object, properties: {{text: {{type: string}}}}, required: [text]}}\n\
+         \x20   steps:\n\
+         \x20     - {{id: one, tool: bench_echo, arguments: {{text: \"{{{{ params.text }}}}\"}}}}\n\
+         \x20     - {{id: two, tool: bench_echo, dependsOn: [one], arguments: {{text: \"{{{{ params.text }}}}\"}}}}\n\
+         \x20     - {{id: three, tool: bench_echo, dependsOn: [two], arguments: {{text: \"{{{{ params.text }}}}\"}}}}\n"
+    ))
+}
+
+/// A gateway in front of every backend in `urls` (names `bench`, `bench2`, …; tools
+/// prefixed with the name), as the separate gateway process of the RSS section serves.
+pub fn backends_config(urls: &[&str]) -> anyhow::Result<VmcpConfig> {
+    let mut yaml = String::from("backends:\n");
+    for (i, url) in urls.iter().enumerate() {
+        let name = if i == 0 {
+            "bench".to_owned()
+        } else {
+            format!("bench{}", i + 1)
+        };
+        yaml.push_str(&format!("  - name: {name}\n    url: {url}\n"));
+    }
+    yaml.push_str("aggregation:\n  conflictResolution: prefix\n");
+    config(&yaml)
 }

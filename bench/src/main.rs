@@ -36,6 +36,7 @@ mod backend;
 mod cli;
 mod client;
 mod gateway;
+mod gateway_rss;
 mod issuer;
 mod memory;
 mod profile;
@@ -43,6 +44,7 @@ mod report;
 mod stack;
 mod sys;
 mod throughput;
+mod token_endpoint;
 
 use anyhow::Context;
 use http::HeaderMap;
@@ -50,12 +52,12 @@ use tokio::runtime::Handle;
 
 use cli::{Args, Mode};
 use client::Target;
-use gateway::{single_backend_config, start_gateway};
+use gateway::{composite_config, exchange_config, single_backend_config, start_gateway};
 
 const BACKEND_THREADS: &str = "bench-backend";
 const GATEWAY_THREADS: &str = "bench-gateway";
 const CLIENT_THREADS: [&str; 1] = ["bench-client"];
-/// Tools of the backend behind (a), (b) and (c).
+/// Tools of the backend behind (a), (b), (c), (w) and (x).
 const BACKEND_TOOLS: usize = 10;
 
 /// A runtime of `workers` threads (default 2, or `VMCP_BENCH_<NAME>_WORKERS`).
@@ -149,6 +151,36 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
         }
         Err(reason) => Some(reason.clone()),
     };
+    // (x): (c) whose backend takes exchanged tokens; (w): (b) with a 3-step composite.
+    let token_endpoint = bk.spawn(token_endpoint::spawn()).await??;
+    let exchanging = start_gateway(
+        &gw,
+        exchange_config(&backend.url(), &token_endpoint.url())?,
+        true,
+    )
+    .await?;
+    if let Ok((gateway, Some(stack))) = &exchanging {
+        let target = Target {
+            addr: gateway.addr,
+            tool: "bench_echo".into(),
+            extra_headers: stack.headers.clone(),
+        };
+        // Also warms the exchange cache and the caller's connection.
+        stack::check(&target, &stack.outsider_headers, BACKEND_TOOLS).await?;
+        variants.push(('x', target));
+    }
+    let (composite, _) = start_gateway(&gw, composite_config(&backend.url())?, false)
+        .await?
+        .map_err(anyhow::Error::msg)?;
+    variants.push((
+        'w',
+        Target {
+            addr: composite.addr,
+            tool: gateway::COMPOSITE.into(),
+            extra_headers: HeaderMap::new(),
+        },
+    ));
+
     report::throughput_header();
     let rows = throughput::measure(&variants, &args).await?;
     report::throughput_footer(layered_reason.as_deref());
@@ -157,17 +189,37 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
     }
     let misses = report::ratios(&rows, layered_reason.as_deref());
     report::client_share(&rows);
+    let grants = exchanging.is_ok().then(|| {
+        let grants = &token_endpoint.grants;
+        (
+            grants.exchanges.load(std::sync::atomic::Ordering::Relaxed),
+            grants
+                .client_credentials
+                .load(std::sync::atomic::Ordering::Relaxed),
+        )
+    });
+    report::exchange(&rows, grants);
+    report::composite(&rows);
 
-    bare.stop(&gw).await;
-    if let Ok((gateway, _)) = layered {
+    for gateway in [
+        Some(bare),
+        Some(composite),
+        layered.ok().map(|(g, _)| g),
+        exchanging.ok().map(|(g, _)| g),
+    ]
+    .into_iter()
+    .flatten()
+    {
         gateway.stop(&gw).await;
     }
+    drop(token_endpoint);
     drop(backend);
     if args.only.is_some() {
         return Ok(());
     }
 
+    let gateway_rss = gateway_rss::section(&args, &bk).await?;
     aggregation::run(&args, &bk, &gw).await?;
-    report::targets(misses, gateway_session);
+    report::targets(misses, gateway_session, gateway_rss);
     Ok(())
 }

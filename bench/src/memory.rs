@@ -8,7 +8,7 @@ use tokio::runtime::Handle;
 
 use crate::cli::Args;
 use crate::client::{Client, Revision, Target};
-use crate::gateway::{single_backend_config, start_gateway};
+use crate::gateway::start_gateway;
 use crate::{backend, sys};
 
 /// The memory section of the report; returns the gateway's KiB per idle session.
@@ -72,7 +72,15 @@ pub async fn session_probe(
             None,
         ),
         "gateway" => {
-            let (gateway, _) = start_gateway(gw, single_backend_config(&backend.url())?, false)
+            // The gateway caps live sessions (`operational.sessions.maxSessions`,
+            // default 1000); the probe opens more, so it raises the cap.
+            let yaml = format!(
+                "backends:\n  - name: bench\n    url: {}\naggregation:\n  conflictResolution: prefix\n\
+                 operational:\n  sessions:\n    maxSessions: {}\n",
+                backend.url(),
+                args.sessions + 1000
+            );
+            let (gateway, _) = start_gateway(gw, crate::gateway::config(&yaml)?, false)
                 .await?
                 .map_err(anyhow::Error::msg)?;
             let target = Target {

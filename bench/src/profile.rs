@@ -58,7 +58,7 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
         Mode::ServeGateway { backend_url, stack } => {
             let (gateway, stack) = crate::gateway::start_gateway(
                 &gw,
-                crate::gateway::single_backend_config(&backend_url)?,
+                crate::gateway::backends_config(&backend_url.split(',').collect::<Vec<_>>())?,
                 stack,
             )
             .await?

@@ -113,9 +113,25 @@ pub fn ratios(rows: &[Row], layered_reason: Option<&str>) -> Vec<String> {
                     c.1,
                     c.2
                 );
+                let label = format!("{} {} x{clients}", revision.label(), op.label());
+                if let Some(x) = find('c', revision, op, clients)
+                    && op == Op::Call
+                    && clients == 8
+                    && x.rps / a.rps < 0.4
+                {
+                    misses.push(format!(
+                        "{label}: (c)/(a) throughput {:.2} < 0.4",
+                        x.rps / a.rps
+                    ));
+                }
                 if let Some(x) = find('b', revision, op, clients) {
-                    let label = format!("{} {} x{clients}", revision.label(), op.label());
-                    if clients == 8 && x.rps / a.rps < 0.5 {
+                    if op == Op::List && x.rps / a.rps < 1.0 {
+                        misses.push(format!(
+                            "{label}: (b)/(a) throughput {:.2} < 1.0",
+                            x.rps / a.rps
+                        ));
+                    }
+                    if op == Op::Call && clients == 8 && x.rps / a.rps < 0.5 {
                         misses.push(format!(
                             "{label}: (b)/(a) throughput {:.2} < 0.5",
                             x.rps / a.rps
@@ -156,7 +172,7 @@ pub fn client_share(rows: &[Row]) {
 }
 
 /// The targets section: every target met, or each one missed.
-pub fn targets(mut misses: Vec<String>, gateway_session: f64) {
+pub fn targets(mut misses: Vec<String>, gateway_session: f64, gateway_rss_mib: f64) {
     println!("## Targets");
     println!();
     if gateway_session >= 64.0 {
@@ -164,13 +180,112 @@ pub fn targets(mut misses: Vec<String>, gateway_session: f64) {
             "idle Legacy session {gateway_session:.1} KiB >= 64 KiB"
         ));
     }
+    if gateway_rss_mib > 40.0 {
+        misses.push(format!(
+            "gateway process peak RSS {gateway_rss_mib:.1} MiB > 40 MiB"
+        ));
+    }
     if misses.is_empty() {
         println!(
-            "all met: (b)/(a) throughput >= 0.5 at 8 clients, added p50 < 150 µs at 1 client, idle Legacy session < 64 KiB"
+            "all met: (b)/(a) tools/call >= 0.5 and (c)/(a) tools/call >= 0.4 at 8 clients, (b)/(a) tools/list >= 1.0, added p50 < 150 µs at 1 client, idle Legacy session < 64 KiB, gateway peak RSS <= 40 MiB"
         );
     } else {
         for miss in &misses {
             println!("missed: {miss}");
+        }
+    }
+}
+
+/// The token-exchange variant (x) against (c), the same stack without exchange:
+/// what a warm per-caller token cache and a per-caller connection cost per call.
+/// `grants` is (token exchanges, client-credentials grants) served over the run.
+pub fn exchange(rows: &[Row], grants: Option<(u64, u64)>) {
+    let Some((exchanges, client_credentials)) = grants else {
+        return;
+    };
+    println!("## Token exchange: (x) against (c)");
+    println!();
+    println!(
+        "(x) is (c) with the backend's `outgoingAuth` set to `token_exchange` against an in-process RFC 8693 endpoint; the cache is warm before measuring. The endpoint served {exchanges} exchange(s) and {client_credentials} client-credentials grant(s) (health checks) over the whole run."
+    );
+    println!();
+    println!(
+        "| revision | clients | (x) req/s | (c) req/s | (x)/(c) | (x) − (c) p50 µs | gateway CPU µs/call (c) | (x) | (x) − (c) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for_pairs(rows, 'x', 'c', |revision, clients, x, c| {
+        println!(
+            "| {} | {clients} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {:.1} | {:+.1} |",
+            revision.label(),
+            x.rps,
+            c.rps,
+            x.rps / c.rps,
+            x.p50 - c.p50,
+            c.cpu_us[1],
+            x.cpu_us[1],
+            x.cpu_us[1] - c.cpu_us[1]
+        );
+    });
+    println!();
+}
+
+/// The 3-step composite (w) against the sum of its three calls made directly (a)
+/// and through the bare gateway (b).
+pub fn composite(rows: &[Row]) {
+    if !rows.iter().any(|r| r.variant == 'w') {
+        return;
+    }
+    println!("## 3-step composite: (w) against three single calls");
+    println!();
+    println!(
+        "(w) calls `{}`, three sequential `bench_echo` steps, through the bare gateway. Overhead = (w) minus three direct calls (a); gateway CPU compared with three forwarded calls (b).",
+        crate::gateway::COMPOSITE
+    );
+    println!();
+    println!(
+        "| revision | clients | (w) req/s | (w) p50 µs | 3 × (a) p50 µs | overhead p50 µs | 3 × (b) p50 µs | gateway CPU µs (w) | 3 × (b) | backend CPU µs (w) | 3 × (a) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for_pairs(rows, 'w', 'a', |revision, clients, w, a| {
+        let b = rows.iter().find(|r| {
+            r.variant == 'b' && r.revision == revision && r.op == Op::Call && r.clients == clients
+        });
+        let (b_p50, b_cpu) = b.map_or((f64::NAN, f64::NAN), |b| (3.0 * b.p50, 3.0 * b.cpu_us[1]));
+        println!(
+            "| {} | {clients} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            revision.label(),
+            w.rps,
+            w.p50,
+            3.0 * a.p50,
+            w.p50 - 3.0 * a.p50,
+            b_p50,
+            w.cpu_us[1],
+            b_cpu,
+            w.cpu_us[2],
+            3.0 * a.cpu_us[2]
+        );
+    });
+    println!();
+}
+
+/// Call `f` for every `tools/call` row of `variant` that has a `base` row alike.
+fn for_pairs(
+    rows: &[Row],
+    variant: char,
+    base: char,
+    mut f: impl FnMut(Revision, usize, &Row, &Row),
+) {
+    for row in rows
+        .iter()
+        .filter(|r| r.variant == variant && r.op == Op::Call)
+    {
+        if let Some(other) = rows.iter().find(|r| {
+            r.variant == base
+                && r.revision == row.revision
+                && r.op == Op::Call
+                && r.clients == row.clients
+        }) {
+            f(row.revision, row.clients, row, other);
         }
     }
 }

@@ -139,7 +139,7 @@ pub fn full_stack(vmcp: &Vmcp) -> Result<Stack, String> {
         .authorizer(Arc::new(authorizer))
         .audit(AuditLayer::new(AuditSettings::default(), Arc::new(sink)))
         .provider(Arc::new(CatalogProvider(vmcp.aggregator().clone())))
-        .build(vmcp.service());
+        .build(crate::gateway::service(vmcp));
     Ok(Stack {
         router: stack.router(),
         headers: bearer(&token)?,

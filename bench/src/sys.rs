@@ -4,7 +4,12 @@
 use std::collections::BTreeMap;
 
 fn status_kib(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status_kib_of("self", field)
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`pid` may be `self`).
+fn status_kib_of(pid: &str, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix(field))
@@ -19,6 +24,11 @@ pub fn rss_kib() -> u64 {
 /// Peak resident set size since start or the last [`reset_peak_rss`], KiB.
 pub fn peak_rss_kib() -> u64 {
     status_kib("VmHWM:").unwrap_or(0)
+}
+
+/// Peak resident set size of another process, KiB.
+pub fn peak_rss_kib_of(pid: u32) -> Option<u64> {
+    status_kib_of(&pid.to_string(), "VmHWM:")
 }
 
 /// Reset the peak resident set size to the current one (`clear_refs` 5).

@@ -115,6 +115,10 @@ impl Samples {
     }
 }
 
+/// Variants measured on `tools/call` only: (w) calls a composite, and (x) lists
+/// exactly as (c) does (lists never exchange tokens).
+const CALL_ONLY: [char; 2] = ['w', 'x'];
+
 /// Every row, for Legacy then Modern, `tools/call` then `tools/list`, 1 then 8
 /// clients, for each of `variants` whose label `--only` selects; each row is
 /// printed as soon as it is measured.
@@ -125,6 +129,7 @@ pub async fn measure(variants: &[(char, Target)], args: &Args) -> anyhow::Result
             for clients in [1, 8] {
                 let selected: Vec<&(char, Target)> = variants
                     .iter()
+                    .filter(|(variant, _)| op == Op::Call || !CALL_ONLY.contains(variant))
                     .filter(|(variant, _)| {
                         let label =
                             format!("{variant}:{}:{}:{clients}", revision.label(), op.label());

@@ -9,6 +9,8 @@ use vmcp_tests::stacked::{LegacySession, Reply, modern_as, stacked_gateway, tool
 use vmcp_tests::workflow::FlowBackend;
 use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend, py_client};
 
+mod elicitation;
+
 /// `tools/call` of `name` on both revisions (Modern stateless, then a Legacy session).
 async fn call_both(url: &str, name: &str, arguments: Value) -> [Value; 2] {
     let modern = modern_as(

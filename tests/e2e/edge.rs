@@ -13,12 +13,12 @@ use vmcp_tests::{config, serve_on_loopback};
 const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
 
 /// One request of the corpus.
-struct Case {
-    name: &'static str,
-    headers: Vec<(&'static str, String)>,
-    body: Vec<u8>,
+pub(super) struct Case {
+    pub(super) name: &'static str,
+    pub(super) headers: Vec<(&'static str, String)>,
+    pub(super) body: Vec<u8>,
     /// Whether the fast path should answer it.
-    fast: bool,
+    pub(super) fast: bool,
 }
 
 /// The usual headers of a Modern request for `method` (and `Mcp-Name`).
@@ -272,7 +272,7 @@ fn corpus() -> Vec<Case> {
 }
 
 /// Status, content type, and the JSON-RPC message (or the body as text).
-async fn send(url: &str, case: &Case) -> (u16, Value) {
+pub(super) async fn send(url: &str, case: &Case) -> (u16, Value) {
     let mut request = reqwest::Client::new().post(url).body(case.body.clone());
     for (name, value) in &case.headers {
         request = request.header(*name, value);
@@ -280,17 +280,20 @@ async fn send(url: &str, case: &Case) -> (u16, Value) {
     let response = request.send().await.expect("POST");
     let status = response.status().as_u16();
     let text = response.text().await.unwrap_or_default();
-    // A JSON body, the first `data:` line of an event stream, or rmcp's plain text.
-    let json = text
-        .lines()
-        .find_map(|line| line.strip_prefix("data:"))
-        .unwrap_or(&text);
-    let message =
-        serde_json::from_str::<Value>(json.trim()).unwrap_or_else(|_| Value::String(text.clone()));
+    // A JSON body, the first JSON `data:` line of an event stream (a session's stream
+    // may open with an empty priming event), or rmcp's plain text.
+    let message = serde_json::from_str::<Value>(text.trim())
+        .ok()
+        .or_else(|| {
+            text.lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .find_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+        })
+        .unwrap_or_else(|| Value::String(text.clone()));
     (status, message)
 }
 
-async fn backend() -> RunningDemo {
+pub(super) async fn backend() -> RunningDemo {
     let mut spec = DemoSpec::new("gh", &["echo", "fail", "traceparent", "other"]);
     spec.prompts = vec!["brief".into()];
     spec.resources = vec!["demo://gh/readme".into()];

@@ -125,6 +125,17 @@ async fn backend(name: &str, legacy: bool) -> (String, Recorder) {
 /// A gateway authenticating callers at `idp` and exchanging their tokens for
 /// backend `b` (audience `backend-b`).
 async fn gateway(idp: &OidcProvider, ca: &TestCa, url: &str, secret: &str) -> StackedGateway {
+    gateway_with(idp, ca, url, secret, "").await
+}
+
+/// [`gateway`] with more configuration (`extra`, top-level YAML keys).
+async fn gateway_with(
+    idp: &OidcProvider,
+    ca: &TestCa,
+    url: &str,
+    secret: &str,
+    extra: &str,
+) -> StackedGateway {
     let ca_file = ca.ca_file();
     stacked_gateway(config(&format!(
         r#"
@@ -145,7 +156,7 @@ outgoingAuth:
         caBundlePath: '{ca}'
 operational:
   failureHandling: {{healthCheckInterval: 500ms}}
-"#,
+{extra}"#,
         issuer = idp.issuer,
         ca = ca_file.display(),
         token_url = idp.token_url(),
@@ -380,4 +391,85 @@ outgoingAuth:
             .count(),
         2
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn composite_steps_use_the_callers_exchanged_token_on_both_revisions() {
+    let ca = TestCa::generate("oidc test CA");
+    let idp = OidcProvider::start(
+        &ca,
+        &[
+            ("alice", "alice-pw"),
+            ("bob", "bob-pw"),
+            ("gateway", "gw-pw"),
+        ],
+    )
+    .await;
+    let (url, seen) = backend("b", false).await;
+    let gw = gateway_with(
+        &idp,
+        &ca,
+        &url,
+        "gw-pw",
+        r#"
+compositeTools:
+  - name: twice
+    description: echo, then echo the answer
+    parameters: {type: object, properties: {text: {type: string}}}
+    steps:
+      - {id: one, tool: b.echo, arguments: {text: "{{ params.text }}"}}
+      - {id: two, tool: b.echo, dependsOn: [one], arguments: {text: "again {{ steps.one.content.text }}"}}
+"#,
+    )
+    .await;
+    let alice = idp.caller_token("alice", "alice-pw").await;
+    let bob = idp.caller_token("bob", "bob-pw").await;
+    let before = seen.all().len();
+
+    // alice on 2026-07-28, bob over a 2025-11-25 session.
+    let reply = modern_as(
+        &gw.url(),
+        Some(&alice),
+        "tools/call",
+        json!({"name": "twice", "arguments": {"text": "hi"}}),
+    )
+    .await;
+    assert_eq!(text(&reply.body), "b: again b: hi", "{:?}", reply.body);
+    let mut session = vmcp_tests::stacked::LegacySession::open(&gw.url(), Some(&bob)).await;
+    let reply = session
+        .request(
+            "tools/call",
+            json!({"name": "twice", "arguments": {"text": "yo"}}),
+        )
+        .await;
+    assert_eq!(text(&reply.body), "b: again b: yo", "{:?}", reply.body);
+
+    // Every step reached the backend with its caller's exchanged token, never the
+    // gateway's own (the shared connection's) nor the caller's.
+    let calls: Vec<Seen> = seen
+        .all()
+        .split_off(before)
+        .into_iter()
+        .filter(|s| s.method == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 4, "{calls:?}");
+    let mut subjects = Vec::new();
+    for call in &calls {
+        let token = call
+            .authorization
+            .as_deref()
+            .unwrap()
+            .trim_start_matches("Bearer ");
+        assert!(
+            token != alice && token != bob,
+            "a caller's own token reached the backend"
+        );
+        let claims = claims(token);
+        assert_eq!(claims["aud"], "backend-b", "{claims}");
+        assert_eq!(claims["act"]["sub"], "gateway", "{claims}");
+        subjects.push(claims["sub"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(subjects, ["alice", "alice", "bob", "bob"]);
+    assert_eq!(idp.exchanges_of("alice").await, 1);
+    assert_eq!(idp.exchanges_of("bob").await, 1);
 }

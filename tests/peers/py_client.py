@@ -36,7 +36,7 @@ import anyio
 from mcp import Client
 from mcp.client.sse import sse_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import PromptReference, ResourceTemplateReference
+from mcp.types import ElicitResult, PromptReference, ResourceTemplateReference
 
 MODES = ("auto", "legacy", "2026-07-28")
 OPS = (
@@ -55,6 +55,8 @@ OPS = (
     "stop_listen",
     "wait_notification",
     "count_notifications",
+    "on_elicitation",
+    "elicitations",
 )
 MAX_PAGES = 1000  # guard against a server that never stops returning nextCursor
 
@@ -188,6 +190,28 @@ class Inbox:
                 await self.changed.wait()
 
 
+class Elicitations:
+    """Answers elicitation requests with the results of the `on_elicitation` ops (in order, the
+    last one repeated) and records each request. Without such an op the client declares no
+    elicitation capability."""
+
+    def __init__(self, ops: list[dict[str, Any]]) -> None:
+        self.answers = [a for o in ops if o.get("op") == "on_elicitation" for a in o.get("answers") or []]
+        self.seen: list[dict[str, Any]] = []
+
+    def callback(self) -> Any:
+        if not self.answers:
+            return None
+
+        async def answer(context: Any, params: Any) -> ElicitResult:
+            schema = getattr(params, "requested_schema", None)
+            self.seen.append({"message": params.message, "schema": schema if isinstance(schema, dict) else _dump(schema)})
+            chosen = self.answers[min(len(self.seen), len(self.answers)) - 1]
+            return ElicitResult(action=chosen["action"], content=chosen.get("content"))
+
+        return answer
+
+
 EVENT_METHODS = {
     "ToolsListChanged": "notifications/tools/list_changed",
     "PromptsListChanged": "notifications/prompts/list_changed",
@@ -196,9 +220,15 @@ EVENT_METHODS = {
 }
 
 
-async def run_op(client: Client, op: dict[str, Any], inbox: Inbox | None = None, tg: Any = None) -> dict[str, Any]:
+async def run_op(
+    client: Client, op: dict[str, Any], inbox: Inbox | None = None, tg: Any = None, asked: Elicitations | None = None
+) -> dict[str, Any]:
     kind = op.get("op")
     inbox = inbox or Inbox()
+    if kind == "on_elicitation":  # applied when connecting
+        return {"ok": True}
+    if kind == "elicitations":
+        return {"seen": asked.seen if asked else []}
     if kind == "subscribe":
         await client.subscribe_resource(op["uri"])
         return {"ok": True}
@@ -293,15 +323,21 @@ async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float, tr
         with anyio.fail_after(timeout * (len(ops) + 1)):
             server: Any = sse_client(url, timeout=timeout) if use_sse(url, transport) else url
             inbox = Inbox()
+            asked = Elicitations(ops)
             async with anyio.create_task_group() as tg, Client(
-                server, mode=mode, cache=None, read_timeout_seconds=timeout, message_handler=inbox.on_message
+                server,
+                mode=mode,
+                cache=None,
+                read_timeout_seconds=timeout,
+                message_handler=inbox.on_message,
+                elicitation_callback=asked.callback(),
             ) as client:
                 connected = True
                 out["protocol"] = client.protocol_version
                 out["server"] = client.server_info.name if client.server_info else None
                 for op in ops:
                     try:
-                        out["results"].append(await run_op(client, op, inbox, tg))
+                        out["results"].append(await run_op(client, op, inbox, tg, asked))
                         reached = True
                     except Exception as exc:  # noqa: BLE001 - every failure is reported, then we go on
                         out["results"].append(error_entry(exc))

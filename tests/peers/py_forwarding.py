@@ -8,6 +8,9 @@ plan.json:
     {"clients": [{"mode": "legacy" | "2026-07-28" | "auto",
                   "level": "debug" | "info" | ... | null,      (legacy: logging/setLevel;
                                                                modern: _meta logLevel)
+                  "elicit": {...} | null,      (declare elicitation; accept with this content)
+                  "sample": TEXT | null,       (declare sampling; answer with this text)
+                  "roots": [URI, ...] | null,  (declare roots; list these)
                   "calls": [{"tool": NAME, "arguments": {...},
                              "progress": true,                 (pass a progress callback)
                              "abandon_after": SECONDS | null}]}],  (cancel the call then)
@@ -16,6 +19,7 @@ plan.json:
 Every client runs at the same time, each over its own connection; a client's calls run in
 order. Prints one JSON object:
     {"clients": [{"protocol": V, "logs": [{"level": L, "data": D}, ...],
+                  "asked": [{"kind": "elicitation" | "sampling" | "roots", "text": T}, ...],
                   "calls": [{"text": T, "progress": [[p, total, message], ...]}
                             | {"abandoned": true, "progress": [...]}
                             | {"error": "..."}]}],
@@ -29,7 +33,7 @@ import sys
 from typing import Any
 
 import anyio
-from mcp import Client
+from mcp import Client, types
 
 TIMEOUT = 30.0
 
@@ -45,11 +49,38 @@ async def run_client(url: str, spec: dict[str, Any], out: dict[str, Any]) -> Non
     async def on_log(params: Any) -> None:
         logs.append({"level": params.level, "data": params.data})
 
+    asked: list[dict[str, Any]] = out.setdefault("asked", [])
+
+    async def on_elicit(_context: Any, params: Any) -> types.ElicitResult:
+        asked.append({"kind": "elicitation", "text": getattr(params, "message", "")})
+        return types.ElicitResult(action="accept", content=spec["elicit"])
+
+    async def on_sample(_context: Any, params: Any) -> types.CreateMessageResult:
+        texts = [getattr(m.content, "text", "") for m in params.messages]
+        asked.append({"kind": "sampling", "text": " ".join(texts)})
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=spec["sample"]),
+            model="py-forwarding-model",
+            stop_reason="endTurn",
+        )
+
+    async def on_roots(_context: Any) -> types.ListRootsResult:
+        asked.append({"kind": "roots", "text": ""})
+        return types.ListRootsResult(roots=[types.Root(uri=u) for u in spec["roots"]])
+
     mode = spec.get("mode", "auto")
     level = spec.get("level")
     modern_level = level if mode != "legacy" else None
     async with Client(
-        url, mode=mode, logging_callback=on_log, log_level=modern_level, read_timeout_seconds=TIMEOUT
+        url,
+        mode=mode,
+        logging_callback=on_log,
+        log_level=modern_level,
+        read_timeout_seconds=TIMEOUT,
+        elicitation_callback=on_elicit if spec.get("elicit") is not None else None,
+        sampling_callback=on_sample if spec.get("sample") is not None else None,
+        list_roots_callback=on_roots if spec.get("roots") is not None else None,
     ) as client:
         out["protocol"] = client.protocol_version
         if level and mode == "legacy":

@@ -90,12 +90,18 @@ pub async fn modern_with_headers(
     method: &str,
     mut params: Value,
 ) -> Reply {
-    let meta = json!({
+    let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "vmcp-tests", "version": "1.2"}
     });
     if let Some(obj) = params.as_object_mut() {
+        // Keys the caller set in `_meta` (e.g. its capabilities) win.
+        if let (Some(Value::Object(given)), Some(defaults)) =
+            (obj.remove("_meta"), meta.as_object_mut())
+        {
+            defaults.extend(given);
+        }
         obj.insert("_meta".into(), meta);
     }
     let mut request = reqwest::Client::new()

@@ -206,8 +206,22 @@ impl Aggregator {
             .iter()
             .filter(|b| only.is_none_or(|set| set.contains(&**b.name())))
             .collect();
+        let registry = &self.registry;
         let results = join_all(targets.iter().map(|backend| async move {
-            (backend.name().clone(), backend.capabilities(timeout).await)
+            let mut listed = backend.capabilities(timeout).await;
+            // A Legacy backend may offer more to capable clients: list it again as one
+            // (after the first listing its revision is known).
+            if let Ok(shared) = listed.as_mut()
+                && let Some(full) = registry.full_lister(backend)
+            {
+                match full.capabilities(timeout).await {
+                    Ok(capable) => crate::backend::bridge::union(shared, capable),
+                    Err(error) => {
+                        tracing::debug!(backend = %backend.name(), "listing as a capable client failed: {error}");
+                    }
+                }
+            }
+            (backend.name().clone(), listed)
         }))
         .await;
         self.listings

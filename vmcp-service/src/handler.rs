@@ -7,12 +7,15 @@
 
 mod admission;
 mod ask;
+mod bridge;
 mod caller;
 mod caller_key;
+mod elicit;
 mod forward;
 mod mrtr;
 mod observe;
 mod workflow;
+mod workflow_state;
 
 use std::sync::Arc;
 
@@ -30,7 +33,8 @@ use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
-use forward::{LogLevels, drive, wants};
+pub(crate) use forward::LogLevels;
+use forward::{drive, wants};
 use mrtr::MaybeInputRequired;
 use observe::ObservedCall;
 
@@ -52,8 +56,9 @@ pub(crate) struct VmcpHandler {
     /// Legacy sessions' `logging/setLevel` choices.
     log_levels: Arc<LogLevels>,
     /// Seals state the gateway hands to Modern clients (`input_required` requestState).
-    #[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
     sealer: Arc<crate::seal::Sealer>,
+    /// Legacy backend calls waiting for a Modern caller's input (`handler::bridge`).
+    parked: Arc<bridge::Parked>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -103,7 +108,14 @@ impl VmcpHandler {
             info: Arc::new(info),
             log_levels: Arc::default(),
             sealer: Arc::default(),
+            parked: Arc::default(),
         }
+    }
+
+    /// The Legacy sessions' log levels (the fast path leaves sessions that set one
+    /// to this handler).
+    pub(crate) fn log_levels(&self) -> Arc<LogLevels> {
+        self.log_levels.clone()
     }
 
     fn page_size(&self) -> usize {
@@ -384,9 +396,7 @@ impl ServerHandler for VmcpHandler {
         if let Some(workflow) = self.aggregator.workflows().get(&params.name)
             && self.aggregator.catalog().local_tool(&params.name).is_some()
         {
-            return self
-                .call_composite(workflow.clone(), params.arguments, &ctx)
-                .await;
+            return self.call_composite(workflow.clone(), params, &ctx).await;
         }
         let name = params.name.clone();
         let Routed {
@@ -397,53 +407,73 @@ impl ServerHandler for VmcpHandler {
         if client.revision() == Some(McpRevision::Modern) {
             mrtr::declare(&mut params.meta, &ctx);
         }
+        let caps = caller::bridged_caps(&ctx, &client);
         let call = ObservedCall::start(&ctx, &backend, "tools/call", Some(&name), &mut params.meta);
         let wants = wants(&ctx, &self.log_levels, || session_id(&ctx.extensions));
         let budget = self.budget(&backend, &ctx);
-        let started = tokio::time::Instant::now();
-        let (ctx_ref, client_ref) = (&ctx, &client);
-        let response = drive(&ctx, wants, |relay| async move {
-            let once = |params: CallToolRequestParams, budget: CallBudget| {
-                let relay = relay.clone();
-                self.on_backend(client_ref, ctx_ref, move |c| {
-                    let params = params.clone();
-                    let relay = relay.clone();
-                    async move { c.call_tool_relayed(params, budget, relay).await }
-                })
-            };
-            let first = once(params.clone(), budget).await;
-            if is_modern(ctx_ref)
-                || first
-                    .as_ref()
-                    .map_or(true, |r| r.input_required().is_none())
-            {
-                return Ok(first);
-            }
-            // Boxed: only calls a Legacy caller must answer take this path.
-            Box::pin(mrtr::complete_for_legacy(
-                ctx_ref,
-                budget,
-                started,
-                first,
-                |retry, budget| {
-                    let mut params = params.clone();
-                    params.input_responses = Some(retry.input_responses);
-                    params.request_state = retry.request_state;
-                    once(params, budget)
-                },
-            ))
+        let resumes =
+            params.request_state.is_some() && client.revision() == Some(McpRevision::Legacy);
+        let response = if !caps.is_empty() || resumes {
+            // A Legacy backend that may ask this caller (handler::bridge). Boxed: rmcp
+            // moves the whole handler future per request, and plain calls should not
+            // pay for the size of the bridged ones.
+            match Box::pin(
+                self.call_tool_bridged(&ctx, &client, &name, params, caps, wants, budget),
+            )
             .await
-        })
-        .await;
-        let response = match response {
-            Ok(Ok(response)) => response,
-            Ok(Err(unbridged)) => {
-                call.failed(&unbridged.to_string());
-                return Err(unbridged.into());
+            {
+                Ok(response) => response,
+                Err(error) => {
+                    call.cancelled();
+                    return Err(error);
+                }
             }
-            Err(cancelled) => {
-                call.cancelled();
-                return Err(cancelled.into());
+        } else {
+            let started = tokio::time::Instant::now();
+            let (ctx_ref, client_ref) = (&ctx, &client);
+            let response = drive(&ctx, wants, |relay| async move {
+                let once = |params: CallToolRequestParams, budget: CallBudget| {
+                    let relay = relay.clone();
+                    self.on_backend(client_ref, ctx_ref, move |c| {
+                        let params = params.clone();
+                        let relay = relay.clone();
+                        async move { c.call_tool_relayed(params, budget, relay).await }
+                    })
+                };
+                let first = once(params.clone(), budget).await;
+                if is_modern(ctx_ref)
+                    || first
+                        .as_ref()
+                        .map_or(true, |r| r.input_required().is_none())
+                {
+                    return Ok(first);
+                }
+                // Boxed: only calls a Legacy caller must answer take this path.
+                Box::pin(mrtr::complete_for_legacy(
+                    ctx_ref,
+                    budget,
+                    started,
+                    first,
+                    |retry, budget| {
+                        let mut params = params.clone();
+                        params.input_responses = Some(retry.input_responses);
+                        params.request_state = retry.request_state;
+                        once(params, budget)
+                    },
+                ))
+                .await
+            })
+            .await;
+            match response {
+                Ok(Ok(response)) => response,
+                Ok(Err(unbridged)) => {
+                    call.failed(&unbridged.to_string());
+                    return Err(unbridged.into());
+                }
+                Err(cancelled) => {
+                    call.cancelled();
+                    return Err(cancelled.into());
+                }
             }
         };
         call.end(&response);

@@ -133,7 +133,12 @@ impl Vmcp {
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
         let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
-        let edge = crate::edge::Edge::new(self.aggregator.clone(), &config);
+        let edge = crate::edge::Edge::new(
+            self.aggregator.clone(),
+            &config,
+            self.sessions.clone(),
+            handler.log_levels(),
+        );
         let bare = crate::bare::BareChecks {
             loopback_origins_only: config.allowed_origins.is_empty(),
             body_limit: config.max_request_body_bytes,
@@ -503,30 +508,28 @@ where
             .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
             .cloned();
         let edge = self.edge.clone();
+        // The session the fast path may answer for: bound to this caller and held.
+        let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
         Box::pin(async move {
             let mut response = match bare {
                 None => match listen {
                     Some(listen) => inner.handle(listen.apply(req).await).await,
                     None => {
-                        let admitted = stacked
-                            .as_ref()
-                            .zip(edge.as_ref())
-                            .and_then(|(parsed, edge)| edge.admit(&req, parsed));
-                        if let (Some(admitted), Some(edge)) = (admitted, &edge) {
-                            return Ok(edge.serve(admitted).await);
+                        if let Some((edge, admitted)) = fast(&edge, &req, stacked, owned)
+                            && let Some(response) = edge.serve(admitted).await
+                        {
+                            return Ok(held(response, in_use));
                         }
                         inner.handle(req).await
                     }
                 },
                 Some(bare) => match crate::bare::check(&bare, req).await {
                     Ok((req, parsed)) => {
-                        let admitted = parsed
-                            .map(Arc::new)
-                            .as_ref()
-                            .zip(edge.as_ref())
-                            .and_then(|(parsed, edge)| edge.admit(&req, parsed));
-                        if let (Some(admitted), Some(edge)) = (admitted, &edge) {
-                            return Ok(edge.serve(admitted).await);
+                        if let Some((edge, admitted)) =
+                            fast(&edge, &req, parsed.map(Arc::new), owned)
+                            && let Some(response) = edge.serve(admitted).await
+                        {
+                            return Ok(held(response, in_use));
                         }
                         inner.handle(req).await
                     }
@@ -560,10 +563,34 @@ where
                 }
                 Some(_) => {}
             }
-            Ok(match in_use.flatten() {
-                Some(guard) => crate::session_lifetime::hold_while_open(response, guard),
-                None => response,
-            })
+            Ok(held(response, in_use))
         })
+    }
+}
+
+/// The fast path's decision for `req` (see `edge`); a session's other messages are
+/// shown to the edge too (a `notifications/cancelled` may name a call it runs).
+fn fast<'e, B: http_body::Body>(
+    edge: &'e Option<crate::edge::Edge>,
+    req: &http::Request<B>,
+    parsed: Option<Arc<vmcp_layers::ParsedMcpRequest>>,
+    session: Option<String>,
+) -> Option<(&'e crate::edge::Edge, crate::edge::Admitted)> {
+    let (edge, parsed) = (edge.as_ref()?, parsed?);
+    let admitted = edge.admit(req, &parsed, session.as_deref());
+    if let (None, Some(session)) = (&admitted, &session) {
+        edge.session_message(session, &parsed);
+    }
+    admitted.map(|admitted| (edge, admitted))
+}
+
+/// `response`, keeping its session in use until its body ends.
+fn held(
+    response: http::Response<VmcpBody>,
+    in_use: Option<Option<crate::session_binding::InUse>>,
+) -> http::Response<VmcpBody> {
+    match in_use.flatten() {
+        Some(guard) => crate::session_lifetime::hold_while_open(response, guard),
+        None => response,
     }
 }

@@ -207,6 +207,15 @@ impl Sessions {
         self.legacy_ids().contains_key(session)
     }
 
+    /// The peer of the live Legacy session `session` (registered once initialized).
+    pub(crate) fn legacy_peer(&self, session: &str) -> Option<Peer<RoleServer>> {
+        let id = *self.legacy_ids().get(session)?;
+        match &self.listeners().get(&id)?.channel {
+            Channel::Legacy(peer) => Some(peer.clone()),
+            Channel::Modern(_) => None,
+        }
+    }
+
     /// Forget a Legacy session at once (DELETEd or expired): its listener, its
     /// subscriptions and its peer are released now, not at the next notification.
     pub fn remove_legacy(&self, session: &str) {

@@ -1,13 +1,18 @@
-//! Backend connections per caller, for backends whose credentials depend on who
-//! calls (`token_exchange`, `passthroughHeaders`).
+//! Backend connections per caller: for backends whose credentials depend on who
+//! calls (`token_exchange`, `passthroughHeaders`), and for Legacy backends, per
+//! client capability set.
 //!
-//! A [`CallerPool`] keeps one [`BackendClient`] per (backend, credential identity):
-//! the caller's issuer and subject plus the values of its passed-through headers.
-//! Each has its own HTTP connection pool and, on a Legacy backend, its own MCP
-//! session. Unused connections are closed after `idleTimeout`; at most
-//! `maxPerBackend` are kept (the least recently used is closed to make room). The
-//! backend's shared connection (listings, health checks, subscriptions) stays as it
-//! was and authenticates as the gateway itself ([`Credentials::Service`]).
+//! A [`CallerPool`] keeps one [`BackendClient`] per key. The key is the caller's
+//! credential identity (issuer and subject plus the values of its passed-through
+//! headers; empty for a backend whose credentials do not depend on the caller) and
+//! the client capabilities the connection declares ([`ClientCaps`]: a 2025-11-25
+//! backend learns them once, at `initialize`). Each has its own HTTP connection
+//! pool and, on a Legacy backend, its own MCP session. Unused connections are closed
+//! after `idleTimeout`; at most `maxPerBackend` are kept (the least recently used is
+//! closed to make room). The backend's shared connection (listings, health checks,
+//! subscriptions, and the calls of callers with no bridgeable capability on a backend
+//! whose credentials do not depend on the caller) stays as it was and authenticates
+//! as the gateway itself ([`Credentials::Service`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -18,6 +23,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 use vmcp_layers::context::SubjectToken;
 
+use super::bridge::ClientCaps;
 use super::client::BackendClient;
 use super::credentials::{Credentials, HttpFactory};
 use super::exchange::TokenExchanger;
@@ -63,7 +69,18 @@ impl Caller {
         }
     }
 
-    /// The pool key: the identity plus the passed-through values.
+    /// The gateway itself (no caller credentials), for connections of backends whose
+    /// credentials do not depend on the caller.
+    pub(crate) fn gateway() -> Self {
+        Self {
+            identity: "anonymous".into(),
+            subject: None,
+            passthrough: HeaderMap::new(),
+        }
+    }
+
+    /// The credential part of the pool key: the identity plus the passed-through
+    /// values.
     fn key(&self) -> String {
         let mut key = self.identity.to_string();
         for (name, value) in &self.passthrough {
@@ -97,11 +114,15 @@ struct Entry {
 /// The per-caller connections of one backend.
 pub(crate) struct CallerPool {
     config: BackendConfig,
+    /// Whether credentials depend on the caller; if not, only capabilities key.
+    per_caller: bool,
+    /// The backend's own HTTP client, for connections without caller credentials.
+    shared_http: reqwest::Client,
     exchanger: Option<Arc<TokenExchanger>>,
     http: HttpFactory,
     health: HealthSettings,
     settings: CallerConnectionsConfig,
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Mutex<HashMap<(String, ClientCaps), Entry>>,
     opened: std::sync::atomic::AtomicU64,
     /// Per-caller connections report nothing upward: the shared connection owns
     /// the backend's events.
@@ -117,10 +138,12 @@ impl std::fmt::Debug for CallerPool {
 }
 
 impl CallerPool {
-    /// A pool for `config`'s callers; its sweeper closes idle connections until
-    /// the pool is dropped.
+    /// A pool for `config`'s callers (keyed by credentials only when `per_caller`);
+    /// its sweeper closes idle connections until the pool is dropped.
     pub(crate) fn new(
         config: BackendConfig,
+        per_caller: bool,
+        shared_http: reqwest::Client,
         exchanger: Option<Arc<TokenExchanger>>,
         http: HttpFactory,
         health: HealthSettings,
@@ -128,6 +151,8 @@ impl CallerPool {
     ) -> Arc<Self> {
         let pool = Arc::new(Self {
             config,
+            per_caller,
+            shared_http,
             exchanger,
             http,
             health,
@@ -140,6 +165,11 @@ impl CallerPool {
             runtime.spawn(sweep(Arc::downgrade(&pool)));
         }
         pool
+    }
+
+    /// Whether this backend's credentials depend on the caller.
+    pub(crate) fn per_caller(&self) -> bool {
+        self.per_caller
     }
 
     /// The exchanger of this backend, if its strategy is `token_exchange`.
@@ -157,13 +187,20 @@ impl CallerPool {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, ClientCaps), Entry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The connection of `caller`, opened on first use.
-    pub(crate) fn client(&self, caller: &Caller) -> Arc<BackendClient> {
-        let key = caller.key();
+    /// The connection of `caller` declaring `caps`, opened on first use.
+    pub(crate) fn client(&self, caller: &Caller, caps: ClientCaps) -> Arc<BackendClient> {
+        let key = (
+            if self.per_caller {
+                caller.key()
+            } else {
+                String::new()
+            },
+            caps,
+        );
         let mut entries = self.lock();
         let now = Instant::now();
         if let Some(entry) = entries.get_mut(&key) {
@@ -182,21 +219,29 @@ impl CallerPool {
             close(evicted.client);
         }
         let subject = Arc::new(Mutex::new(caller.subject.clone()));
-        let credentials = Credentials::Caller {
-            exchanger: self.exchanger.clone(),
-            identity: caller.identity.clone(),
-            subject: subject.clone(),
-            passthrough: caller.passthrough.clone(),
-        };
-        let client = Arc::new(
+        let client = if self.per_caller {
+            let credentials = Credentials::Caller {
+                exchanger: self.exchanger.clone(),
+                identity: caller.identity.clone(),
+                subject: subject.clone(),
+                passthrough: caller.passthrough.clone(),
+            };
             BackendClient::new(
                 self.config.clone(),
                 reqwest::Client::new(),
                 self.events.clone(),
                 self.health.clone(),
             )
-            .with_credentials(credentials, self.http.clone()),
-        );
+            .with_credentials(credentials, self.http.clone())
+        } else {
+            BackendClient::new(
+                self.config.clone(),
+                self.shared_http.clone(),
+                self.events.clone(),
+                self.health.clone(),
+            )
+        };
+        let client = Arc::new(client.with_client_caps(caps));
         self.opened
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         entries.insert(
@@ -255,5 +300,59 @@ async fn sweep(pool: Weak<CallerPool>) {
             Some(pool) => pool.close_idle(),
             None => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(per_caller: bool) -> Arc<CallerPool> {
+        CallerPool::new(
+            BackendConfig {
+                name: "b".into(),
+                url: "http://127.0.0.1:9/mcp".into(),
+                ..Default::default()
+            },
+            per_caller,
+            reqwest::Client::new(),
+            None,
+            HttpFactory::default(),
+            HealthSettings::default(),
+            CallerConnectionsConfig::default(),
+        )
+    }
+
+    fn caller(identity: &str) -> Caller {
+        Caller {
+            identity: identity.into(),
+            subject: None,
+            passthrough: HeaderMap::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_keying_by_credentials_and_capability_set() {
+        let sampling = ClientCaps {
+            sampling: true,
+            ..Default::default()
+        };
+        let roots = ClientCaps {
+            roots: true,
+            ..Default::default()
+        };
+        // Per caller: identity and capability set both select the connection.
+        let p = pool(true);
+        let a = p.client(&caller("alice"), sampling);
+        assert!(Arc::ptr_eq(&a, &p.client(&caller("alice"), sampling)));
+        assert!(!Arc::ptr_eq(&a, &p.client(&caller("alice"), roots)));
+        assert!(!Arc::ptr_eq(&a, &p.client(&caller("bob"), sampling)));
+        assert_eq!(p.counts().open, 3);
+        // Not per caller: only the capability set does.
+        let p = pool(false);
+        let a = p.client(&caller("alice"), sampling);
+        assert!(Arc::ptr_eq(&a, &p.client(&caller("bob"), sampling)));
+        assert!(!Arc::ptr_eq(&a, &p.client(&caller("bob"), roots)));
+        assert_eq!(p.counts().open, 2);
     }
 }

@@ -2,6 +2,7 @@
 //! health, the registry of them, and ownership of the reserved `_meta` namespace at
 //! the backend edge.
 
+pub(crate) mod bridge;
 pub(crate) mod callers;
 mod client;
 mod credentials;
@@ -16,6 +17,7 @@ pub(crate) mod relay;
 pub mod sse;
 pub(crate) mod stdio;
 
+pub use bridge::ClientCaps;
 pub use callers::Caller;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,

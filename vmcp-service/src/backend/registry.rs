@@ -82,7 +82,7 @@ impl BackendRegistry {
             .map(Arc::new);
         let mut client = BackendClient::new(
             config.clone(),
-            http,
+            http.clone(),
             self.events.clone(),
             self.health_settings(),
         );
@@ -95,7 +95,11 @@ impl BackendRegistry {
                 .as_ref()
                 .is_some_and(|s| s.kind == "token_exchange")
                 || !self.passthrough().is_empty());
-        let pool = per_caller.then(|| {
+        // Legacy streamable-HTTP backends also get connections per client capability
+        // set (`bridge`); stdio and HTTP+SSE ones cannot route a backend's request to
+        // a call, so they keep declaring none.
+        let pooled = per_caller || config.transport() == Transport::StreamableHttp;
+        let pool = pooled.then(|| {
             let settings = self
                 .outgoing
                 .lock()
@@ -104,6 +108,8 @@ impl BackendRegistry {
                 .clone();
             CallerPool::new(
                 config.clone(),
+                per_caller,
+                http.clone(),
                 exchanger,
                 factory,
                 self.health_settings(),
@@ -128,6 +134,26 @@ impl BackendRegistry {
     /// The per-caller connections of backend `name`, if its credentials depend on
     /// the caller (`token_exchange`, `passthroughHeaders`).
     pub(crate) fn caller_pool(&self, name: &str) -> Option<Arc<CallerPool>> {
+        self.pool(name).filter(|p| p.per_caller())
+    }
+
+    /// The connection that lists a Legacy streamable-HTTP backend declaring every
+    /// capability the gateway bridges, so the catalog has the tools a backend offers
+    /// only to capable clients (server-everything registers its sampling and
+    /// elicitation tools only then). `None`: list on the shared connection (a Modern
+    /// backend, whose lists do not depend on the client; or a backend whose
+    /// credentials depend on the caller, listed as the gateway itself).
+    pub(crate) fn full_lister(&self, shared: &BackendClient) -> Option<Arc<BackendClient>> {
+        if shared.revision() != Some(vmcp_layers::McpRevision::Legacy) {
+            return None;
+        }
+        let pool = self.pool(shared.name()).filter(|p| !p.per_caller())?;
+        Some(pool.client(&super::Caller::gateway(), super::ClientCaps::ALL))
+    }
+
+    /// The pooled connections of backend `name` (per caller credentials and/or per
+    /// client capability set), if it has any.
+    pub(crate) fn pool(&self, name: &str) -> Option<Arc<CallerPool>> {
         self.pools
             .read()
             .unwrap_or_else(|e| e.into_inner())

@@ -52,6 +52,8 @@ impl Wants {
 pub(crate) struct Relay {
     tx: mpsc::Sender<Relayed>,
     wants: std::sync::Arc<Wants>,
+    /// Where the backend's requests to the caller go (`bridge`), if it may be asked.
+    asks: Option<mpsc::Sender<super::bridge::Ask>>,
 }
 
 /// The caller side of one call's relay.
@@ -64,6 +66,7 @@ pub(crate) fn relay(wants: Wants) -> (Relay, RelayReceiver) {
         Relay {
             tx,
             wants: std::sync::Arc::new(wants),
+            asks: None,
         },
         rx,
     )
@@ -84,6 +87,26 @@ pub(crate) fn severity(level: LoggingLevel) -> u8 {
 }
 
 impl Relay {
+    /// This relay, with the backend's requests to the caller sent to `asks`.
+    pub(crate) fn with_asks(mut self, asks: mpsc::Sender<super::bridge::Ask>) -> Self {
+        self.asks = Some(asks);
+        self
+    }
+
+    /// Hand the backend's `request` to the caller; `None` when this call's caller
+    /// cannot be asked (the gateway's policy answers instead).
+    pub(crate) async fn ask(
+        &self,
+        request: rmcp::model::InputRequest,
+    ) -> Option<tokio::sync::oneshot::Receiver<super::bridge::Answer>> {
+        let asks = self.asks.as_ref()?;
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        asks.send(super::bridge::Ask { request, reply })
+            .await
+            .ok()?;
+        Some(answer)
+    }
+
     /// The log level to ask a Modern backend for on this request, if any.
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         self.wants.logs

@@ -2,6 +2,10 @@
 //! soon as what it depends on has finished (at most [`DAG_PARALLEL`] at once), all
 //! in the calling task. Dropping the run (the caller cancelled or went away, or the
 //! workflow timed out) drops every step in flight.
+//!
+//! An elicitation a 2026-07-28 caller answers on its retry pauses the run once
+//! nothing else can progress ([`Outcome::Paused`]); [`Run::resume`] goes on from
+//! there with the answers.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,13 +18,17 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
 
 use super::coerce::coerce_arguments;
-use super::{StepCaller, StepRecord, Workflow, output};
+use super::done::{Done, Status};
+use super::paused::{Paused, PausedRun, Question, definition_digest, now_ms};
+use super::{Elicited, StepCaller, StepRecord, Workflow, output};
 use crate::catalog::Catalog;
 use crate::config::composite::{
-    DAG_PARALLEL, DEFAULT_FOREACH_ITERATIONS, DEFAULT_FOREACH_PARALLEL, DEFAULT_STEP_TIMEOUT,
-    ElicitationAction, ErrorAction, StepConfig, StepType,
+    DAG_PARALLEL, DEFAULT_STEP_TIMEOUT, ErrorAction, StepConfig, StepType,
 };
 use crate::templates::Template;
+
+mod ask;
+mod for_each;
 
 /// Why a run did not produce a result.
 #[derive(Debug, thiserror::Error)]
@@ -44,32 +52,13 @@ pub(crate) enum WorkflowError {
     Output(#[from] output::OutputError),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Status {
-    Completed,
-    Failed,
-    Skipped,
-}
-
-impl Status {
-    fn as_str(self) -> &'static str {
-        match self {
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Skipped => "skipped",
-        }
-    }
-}
-
-/// A finished step.
-#[derive(Debug, Clone)]
-struct Done {
-    status: Status,
-    output: Value,
-    content: Value,
-    error: Option<String>,
-    /// The tool's own result, for a composite without `output` whose last step it is.
-    raw: Option<CallToolResult>,
+/// How a run ended (for now).
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// The call's answer.
+    Complete(CallToolResult),
+    /// Waiting for the caller's answers (2026-07-28).
+    Paused(Paused),
 }
 
 /// What a finished step means for the rest of the run.
@@ -79,6 +68,8 @@ enum Next {
     Denied,
     /// A declined elicitation with `skip_remaining`.
     SkipRemaining(Done),
+    /// An elicitation the caller answers on its retry.
+    Ask(Question),
 }
 
 /// One run of one composite for one caller.
@@ -89,7 +80,19 @@ pub(crate) struct Run {
     caller: Arc<dyn StepCaller>,
     id: Arc<str>,
     started: Instant,
+    /// Unix ms of the start and of the workflow deadline (carried across pauses).
+    started_ms: u64,
+    deadline_ms: u64,
     start_time: Arc<str>,
+}
+
+/// Where a run stands: fresh, or as a paused run's state left it.
+#[derive(Default)]
+struct Progress {
+    done: BTreeMap<String, Done>,
+    skip_rest: bool,
+    waiting: BTreeMap<String, u64>,
+    answers: BTreeMap<String, Elicited>,
 }
 
 impl Run {
@@ -99,16 +102,49 @@ impl Run {
         catalog: Arc<Catalog>,
         caller: Arc<dyn StepCaller>,
     ) -> Self {
+        let started_ms = now_ms();
+        let limit =
+            u64::try_from(workflow.config.workflow_timeout().as_millis()).unwrap_or(u64::MAX);
         Self {
             workflow,
             catalog,
             caller,
             id: uuid::Uuid::new_v4().to_string().into(),
             started: Instant::now(),
+            started_ms,
+            deadline_ms: started_ms.saturating_add(limit),
             start_time: humantime::format_rfc3339_millis(SystemTime::now())
                 .to_string()
                 .into(),
         }
+    }
+
+    /// The run `state` describes, to go on with the caller's answers. `None` when the
+    /// state is not one of `workflow`'s (another composite, or a changed definition).
+    pub(crate) fn resumed(
+        workflow: Arc<Workflow>,
+        catalog: Arc<Catalog>,
+        caller: Arc<dyn StepCaller>,
+        state: &PausedRun,
+    ) -> Option<Self> {
+        if state.composite != workflow.config.name
+            || state.definition != definition_digest(&workflow.config)
+        {
+            return None;
+        }
+        let elapsed = Duration::from_millis(now_ms().saturating_sub(state.started_ms));
+        Some(Self {
+            workflow,
+            catalog,
+            caller,
+            id: state.workflow_id.as_str().into(),
+            started: Instant::now()
+                .checked_sub(elapsed)
+                .unwrap_or_else(Instant::now),
+            started_ms: state.started_ms,
+            deadline_ms: state.deadline_ms,
+            start_time: state.start_time.as_str().into(),
+        })
     }
 
     /// Every step tool the caller may not call (none: the run may start).
@@ -124,13 +160,39 @@ impl Run {
             .collect()
     }
 
-    /// Run to the end, bounded by the workflow's timeout.
+    /// Run to the end (or a pause), bounded by the workflow's timeout.
     pub(crate) async fn execute(
         self,
         params: Map<String, Value>,
-    ) -> Result<CallToolResult, WorkflowError> {
+    ) -> Result<Outcome, WorkflowError> {
+        self.bounded(params, Progress::default()).await
+    }
+
+    /// Go on from `state` (checked by [`Run::resumed`]) with the caller's `answers`,
+    /// keyed by elicitation step id. Finished steps are not run again; a waiting
+    /// step without an answer is asked again.
+    pub(crate) async fn resume(
+        self,
+        state: PausedRun,
+        answers: BTreeMap<String, Elicited>,
+    ) -> Result<Outcome, WorkflowError> {
+        let progress = Progress {
+            done: state.done,
+            skip_rest: state.skip_rest,
+            waiting: state.waiting,
+            answers,
+        };
+        self.bounded(state.params, progress).await
+    }
+
+    async fn bounded(
+        self,
+        params: Map<String, Value>,
+        progress: Progress,
+    ) -> Result<Outcome, WorkflowError> {
         let limit = self.workflow.config.workflow_timeout();
-        match tokio::time::timeout(limit, self.dag(Value::Object(params))).await {
+        let left = Duration::from_millis(self.deadline_ms.saturating_sub(now_ms()));
+        match tokio::time::timeout(left, self.dag(params, progress)).await {
             Ok(result) => result,
             Err(_) => Err(WorkflowError::TimedOut(limit)),
         }
@@ -159,13 +221,40 @@ impl Run {
         })
     }
 
-    async fn dag(self, params: Value) -> Result<CallToolResult, WorkflowError> {
+    async fn dag(
+        self,
+        params_map: Map<String, Value>,
+        progress: Progress,
+    ) -> Result<Outcome, WorkflowError> {
         let steps = &self.workflow.config.steps;
-        let mut done: BTreeMap<String, Done> = BTreeMap::new();
-        let mut started = BTreeSet::new();
+        let params = Value::Object(params_map.clone());
+        let Progress {
+            mut done,
+            mut skip_rest,
+            waiting: asked,
+            mut answers,
+        } = progress;
+        let mut started: BTreeSet<usize> = steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| done.contains_key(&s.id))
+            .map(|(i, _)| i)
+            .collect();
+        // The answers to the last round's questions settle those steps first.
+        for (i, step) in steps.iter().enumerate() {
+            let (Some(asked_ms), Some(answer)) = (asked.get(&step.id), answers.remove(&step.id))
+            else {
+                continue;
+            };
+            started.insert(i);
+            let waited = Duration::from_millis(now_ms().saturating_sub(*asked_ms));
+            let next = self.settle(step, Ok(answer), waited);
+            record(&mut done, &mut skip_rest, step.id.clone(), next)?;
+        }
+        let mut questions = Vec::new();
+        let mut waiting = BTreeMap::new();
         let mut running: FuturesUnordered<BoxFuture<'static, (String, Next)>> =
             FuturesUnordered::new();
-        let mut skip_rest = false;
         loop {
             // Start (or skip) every step that is ready; a skip may ready others.
             let mut progressed = true;
@@ -202,17 +291,17 @@ impl Run {
             let Some((id, next)) = running.next().await else {
                 break;
             };
-            match next {
-                Next::Go(d) => {
-                    done.insert(id, d);
-                }
-                Next::SkipRemaining(d) => {
-                    done.insert(id, d);
-                    skip_rest = true;
-                }
-                Next::Abort(message) => return Err(WorkflowError::Step { step: id, message }),
-                Next::Denied => return Err(WorkflowError::Denied),
+            if let Next::Ask(question) = next {
+                waiting.insert(id, now_ms());
+                questions.push(question);
+                continue;
             }
+            record(&mut done, &mut skip_rest, id, next)?;
+        }
+        if !questions.is_empty() {
+            return Ok(Outcome::Paused(
+                self.pause(params_map, done, skip_rest, waiting, questions),
+            ));
         }
         let context = self.context(&params, &done, "completed");
         if let Some(output) = &self.workflow.config.output {
@@ -220,14 +309,14 @@ impl Run {
             let mut result =
                 CallToolResult::success(vec![ContentBlock::text(structured.to_string())]);
             result.structured_content = Some(structured);
-            return Ok(result);
+            return Ok(Outcome::Complete(result));
         }
         let last = steps.last().and_then(|s| done.get(&s.id));
-        Ok(match last {
+        Ok(Outcome::Complete(match last {
             Some(Done { raw: Some(raw), .. }) => raw.clone(),
             Some(d) => CallToolResult::success(vec![ContentBlock::text(d.output.to_string())]),
             None => CallToolResult::success(Vec::new()),
-        })
+        }))
     }
 
     fn condition(
@@ -359,111 +448,6 @@ impl Run {
         }
         (Err(last), attempts)
     }
-
-    async fn for_each(&self, step: &StepConfig, context: &Value) -> Result<Done, Failure> {
-        let inner = step
-            .step
-            .as_deref()
-            .ok_or_else(|| Failure::failed("forEach has no step"))?;
-        let text = Template::parse(step.collection.as_deref().unwrap_or_default())
-            .and_then(|t| t.render(context))
-            .map_err(|e| Failure::failed(format!("collection: {e}")))?;
-        let items = match serde_json::from_str::<Value>(&text) {
-            Ok(Value::Array(items)) => items,
-            _ => return Err(Failure::failed("collection did not render a JSON array")),
-        };
-        let max = step.max_iterations.unwrap_or(DEFAULT_FOREACH_ITERATIONS);
-        if items.len() > max {
-            return Err(Failure::failed(format!(
-                "collection has {} items; maxIterations is {max}",
-                items.len()
-            )));
-        }
-        let var = step.item_var.clone().unwrap_or_else(|| "item".to_owned());
-        let parallel = step.max_parallel.unwrap_or(DEFAULT_FOREACH_PARALLEL).max(1);
-        let iterations: Vec<(Value, Result<Done, Failure>)> =
-            futures::stream::iter(items.into_iter().enumerate())
-                .map(|(index, item)| {
-                    let mut context = context.clone();
-                    let mut scope = Map::new();
-                    scope.insert(var.clone(), item.clone());
-                    scope.insert("index".into(), json!(index));
-                    context["forEach"] = Value::Object(scope);
-                    async move { (item, self.tool_call(inner, &context).await.0) }
-                })
-                .buffered(parallel)
-                .collect()
-                .await;
-        let mut failed = 0;
-        let mut list = Vec::with_capacity(iterations.len());
-        for (index, (item, result)) in iterations.into_iter().enumerate() {
-            match result {
-                Ok(d) => list.push(json!({"index": index, "item": item, "status": "completed", "output": d.output, "error": null})),
-                Err(Failure::Denied) => return Err(Failure::Denied),
-                Err(Failure::Failed { message, .. }) => {
-                    failed += 1;
-                    list.push(json!({"index": index, "item": item, "status": "failed", "output": null, "error": message}));
-                }
-            }
-        }
-        let count = list.len();
-        let output = json!({"iterations": list, "count": count, "completed": count - failed, "failed": failed});
-        if failed > 0 && inner.error_action() != ErrorAction::Continue {
-            return Err(Failure::failed(format!(
-                "{failed} of {count} iterations failed"
-            )));
-        }
-        Ok(Done {
-            status: Status::Completed,
-            content: Value::Null,
-            output,
-            error: None,
-            raw: None,
-        })
-    }
-
-    async fn elicitation(&self, step: &StepConfig, context: &Value, started: Instant) -> Next {
-        let message = match Template::parse(step.message.as_deref().unwrap_or_default())
-            .and_then(|t| t.render(context))
-        {
-            Ok(m) => m,
-            Err(e) => return Next::Abort(format!("message: {e}")),
-        };
-        let schema = step.schema.clone().unwrap_or_default();
-        let limit = step.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
-        let answer = match tokio::time::timeout(limit, self.caller.elicit(message, schema)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {limit:?}")),
-        };
-        let (action, content, error) = match answer {
-            Ok(a) => (a.action, a.content, None),
-            // No answer possible counts as a decline, with the reason kept.
-            Err(e) => ("decline".to_owned(), None, Some(e)),
-        };
-        let done = Done {
-            status: Status::Completed,
-            output: json!({"action": action, "content": content}),
-            content: Value::Null,
-            error: error.clone(),
-            raw: None,
-        };
-        let policy = match action.as_str() {
-            "accept" => {
-                self.audit(step, "success", started.elapsed(), 1);
-                return Next::Go(done);
-            }
-            "cancel" => step.on_cancel.as_ref(),
-            _ => step.on_decline.as_ref(),
-        };
-        self.audit(step, "failure", started.elapsed(), 1);
-        match policy.map(|p| p.action).unwrap_or_default() {
-            ElicitationAction::Abort => Next::Abort(
-                error.unwrap_or_else(|| format!("the elicitation was answered {action:?}")),
-            ),
-            ElicitationAction::Continue => Next::Go(done),
-            ElicitationAction::SkipRemaining => Next::SkipRemaining(done),
-        }
-    }
 }
 
 /// Why a step (or one forEach iteration) failed.
@@ -479,6 +463,29 @@ impl Failure {
             timed_out: false,
         }
     }
+}
+
+/// Note a finished step's outcome; `Err` ends the run.
+fn record(
+    done: &mut BTreeMap<String, Done>,
+    skip_rest: &mut bool,
+    id: String,
+    next: Next,
+) -> Result<(), WorkflowError> {
+    match next {
+        Next::Go(d) => {
+            done.insert(id, d);
+        }
+        Next::SkipRemaining(d) => {
+            done.insert(id, d);
+            *skip_rest = true;
+        }
+        Next::Abort(message) => return Err(WorkflowError::Step { step: id, message }),
+        Next::Denied => return Err(WorkflowError::Denied),
+        // Handled by the caller (a question, not an outcome).
+        Next::Ask(_) => {}
+    }
+    Ok(())
 }
 
 fn skipped(step: &StepConfig) -> Done {

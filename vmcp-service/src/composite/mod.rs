@@ -14,9 +14,11 @@
 
 mod annotations;
 mod coerce;
+mod done;
 pub(crate) mod executor;
 pub(crate) mod gate;
 mod output;
+pub(crate) mod paused;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -135,12 +137,24 @@ impl Workflow {
 }
 
 /// The caller's answer to an elicitation.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct Elicited {
     /// `accept`, `decline` or `cancel`.
     pub(crate) action: String,
     /// The accepted content.
     pub(crate) content: Option<Map<String, Value>>,
+}
+
+/// How an elicitation step's question was handled.
+#[derive(Debug)]
+pub(crate) enum Ask {
+    /// The caller answered now (2025-11-25: over its session).
+    Answered(Elicited),
+    /// The caller answers on its retry (2026-07-28: `input_required`); the run pauses
+    /// once nothing else can progress.
+    Later,
+    /// This caller cannot answer: why (counts as a decline).
+    Unavailable(String),
 }
 
 /// One step as the audit log records it.
@@ -169,12 +183,13 @@ pub(crate) trait StepCaller: Send + Sync + 'static {
         entry: ToolEntry,
         arguments: Map<String, Value>,
     ) -> BoxFuture<'static, Result<CallToolResult, String>>;
-    /// Ask the caller; `Err` when this client cannot answer elicitation.
+    /// Ask the caller, waiting at most `within` for its answer.
     fn elicit(
         &self,
         message: String,
         schema: Map<String, Value>,
-    ) -> BoxFuture<'static, Result<Elicited, String>>;
+        within: Duration,
+    ) -> BoxFuture<'static, Ask>;
     /// Write one step's audit line.
     fn audit(&self, record: &StepRecord<'_>);
 }

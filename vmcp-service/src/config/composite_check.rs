@@ -199,6 +199,15 @@ impl Composite<'_> {
                     self.errors
                         .push(format!("{at}: an elicitation timeout is at most 10m"));
                 }
+                // Asked as a form: an object of primitive properties, as MCP allows.
+                if let Some(schema) = &step.schema
+                    && let Err(e) = serde_json::from_value::<rmcp::model::ElicitationSchema>(
+                        Value::Object(schema.clone()),
+                    )
+                {
+                    self.errors
+                        .push(format!("{at}: schema is not an elicitation schema: {e}"));
+                }
             }
         }
     }

@@ -12,6 +12,7 @@ mod hints;
 mod incoming;
 mod limits;
 mod outgoing;
+mod parked;
 pub mod schema;
 mod sessions;
 mod spelling;
@@ -37,6 +38,7 @@ pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret,
     TokenExchangeConfig, validate_passthrough,
 };
+pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use sessions::{
     DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
 };
@@ -262,6 +264,9 @@ pub struct OperationalConfig {
     /// Legacy session idle TTL, absolute lifetime and cap.
     #[serde(default)]
     pub sessions: SessionsConfig,
+    /// Legacy backend calls waiting for a 2026-07-28 caller's input: TTL and cap.
+    #[serde(default)]
+    pub parked_calls: ParkedCallsConfig,
 }
 
 /// `operational.failureHandling`.

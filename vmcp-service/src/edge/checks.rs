@@ -72,16 +72,16 @@ impl DoorChecks {
         }
     }
 
-    /// `Host`, `Origin`, `Accept`, `Content-Type`, the session header and the body
-    /// size, in the order rmcp checks them.
-    pub(super) fn door<B: http_body::Body>(&self, req: &Request<B>) -> bool {
+    /// `Host`, `Origin`, `Accept`, `Content-Type`, the session header (present
+    /// exactly when `session`) and the body size, in the order rmcp checks them.
+    pub(super) fn door<B: http_body::Body>(&self, req: &Request<B>, session: bool) -> bool {
         let headers = req.headers();
         req.method() == http::Method::POST
             && self.host_allowed(headers)
             && !headers.contains_key(header::ORIGIN)
             && accepts_json_and_events(headers)
             && content_type_is_json(headers)
-            && !headers.contains_key("mcp-session-id")
+            && headers.contains_key("mcp-session-id") == session
             && req
                 .body()
                 .size_hint()

@@ -46,6 +46,7 @@ impl Edge {
         parsed: &ParsedMcpRequest,
         tasks: bool,
         calls: Option<BackendCalls>,
+        legacy: bool,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = CallToolRequestParams::new(name.clone());
@@ -60,7 +61,7 @@ impl Edge {
         let timeout = self.aggregator.config().call_timeout(&backend);
         let response = client.call_tool(params, timeout).await;
         call.end(&response);
-        let response = response.map_err(client_error)?;
+        let response = response.map_err(|e| client_error(e, legacy))?;
         let response = match response {
             CallToolResponse::Complete(mut result) => {
                 if let Some(meta) = result.meta.as_mut() {
@@ -85,6 +86,7 @@ impl Edge {
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
+        legacy: bool,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = GetPromptRequestParams::new(name.clone());
@@ -106,7 +108,7 @@ impl Edge {
         let response = client.get_prompt(params, timeout).await;
         call.end(&response);
         Ok(ServerResult::from(
-            match response.map_err(client_error)? {
+            match response.map_err(|e| client_error(e, legacy))? {
                 GetPromptResponse::Complete(mut result) => {
                     result.result_type = Some(ResultType::COMPLETE);
                     GetPromptResponse::Complete(result)
@@ -122,6 +124,7 @@ impl Edge {
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
         filtered: bool,
+        legacy: bool,
     ) -> Result<ServerResult, ErrorData> {
         let uri = parsed.uri.clone().unwrap_or_default();
         let Routed {
@@ -140,7 +143,7 @@ impl Edge {
         let response = client.read_resource(params, timeout).await;
         call.end(&response);
         Ok(ServerResult::from(
-            match response.map_err(client_error)? {
+            match response.map_err(|e| client_error(e, legacy))? {
                 ReadResourceResponse::Complete(mut result) => {
                     // The backend's hints stand (none: 0/private), except that a read
                     // the caller's admission decided on is this caller's, so private
@@ -163,6 +166,7 @@ impl Edge {
         &self,
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
+        legacy: bool,
     ) -> Result<ServerResult, ErrorData> {
         // rmcp would refuse params that do not read as `CompleteRequestParams`; only
         // well-formed ones were admitted, but a failure here is still answered as rmcp
@@ -181,15 +185,15 @@ impl Edge {
         let mut result = client
             .complete(params, timeout)
             .await
-            .map_err(client_error)?;
+            .map_err(|e| client_error(e, legacy))?;
         result.result_type = Some(ResultType::COMPLETE);
         Ok(ServerResult::CompleteResult(result))
     }
 }
 
-/// The handler's mapping of backend failures, for a Modern client.
-fn client_error(error: BackendError) -> ErrorData {
-    crate::handler::client_error(error, true)
+/// The handler's mapping of backend failures, for a Modern or a Legacy client.
+fn client_error(error: BackendError, legacy: bool) -> ErrorData {
+    crate::handler::client_error(error, !legacy)
 }
 
 /// A backend call as telemetry sees it (the handler's `ObservedCall`, from the

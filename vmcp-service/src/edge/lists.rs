@@ -34,19 +34,22 @@ struct Pages {
     /// new `Arc`).
     catalog: Arc<Catalog>,
     page_size: usize,
-    pages: HashMap<(ListKind, Option<Box<str>>), Bytes>,
+    /// By list, cursor, and whether shaped for a pre-2026-07-28 peer.
+    pages: HashMap<(ListKind, Option<Box<str>>, bool), Bytes>,
 }
 
 impl PageCache {
-    /// The serialized `result` of one page, or the handler's error for a bad cursor.
+    /// The serialized `result` of one page, or the handler's error for a bad cursor;
+    /// `legacy`: as rmcp shapes it for a pre-2026-07-28 peer.
     pub(super) fn page(
         &self,
         catalog: &Arc<Catalog>,
         kind: ListKind,
         cursor: Option<&str>,
         page_size: usize,
+        legacy: bool,
     ) -> Result<Bytes, ErrorData> {
-        let key = (kind, cursor.map(Into::into));
+        let key = (kind, cursor.map(Into::into), legacy);
         {
             let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(pages) = current
@@ -58,7 +61,7 @@ impl PageCache {
             }
         }
         // Serialized outside the lock; two callers may race to fill the same page.
-        let bytes = serialize(catalog, kind, cursor, page_size)?;
+        let bytes = serialize(catalog, kind, cursor, page_size, legacy)?;
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         let fresh = current
             .as_ref()
@@ -86,10 +89,11 @@ fn serialize(
     kind: ListKind,
     cursor: Option<&str>,
     page_size: usize,
+    legacy: bool,
 ) -> Result<Bytes, ErrorData> {
     // Unfiltered pages only: the merged hints of the catalog's sources (SEP-2549).
     let hint = catalog.hint(kind);
-    let result = match kind {
+    let mut result = match kind {
         ListKind::Tools => {
             let (items, next) = page(
                 catalog.tools(),
@@ -147,6 +151,9 @@ fn serialize(
             ServerResult::ListResourceTemplatesResult(result)
         }
     };
+    if legacy {
+        result = super::session::for_legacy_peer(result);
+    }
     serde_json::to_vec(&result)
         .map(Bytes::from)
         .map_err(|e| ErrorData::internal_error(format!("could not serialize a page: {e}"), None))

@@ -15,14 +15,17 @@
 //!
 //! - the method is one of [`ROUTES`]' fast verbs: `tools/call`, `prompts/get`,
 //!   `resources/read`, `completion/complete` and the four list verbs;
-//! - it is a 2026-07-28 stateless request (no `Mcp-Session-Id`) whose `_meta`
-//!   carries exactly the protocol version of its `MCP-Protocol-Version` header, the
-//!   client capabilities, and no `progressToken`, no `logLevel` and no other reserved
-//!   key (those may need a stream: progress, logs, and whatever comes next);
+//! - it is either a 2026-07-28 stateless request (no `Mcp-Session-Id`) whose
+//!   `_meta` carries exactly the protocol version of its `MCP-Protocol-Version`
+//!   header, the client capabilities, and no `progressToken`, no `logLevel` and no
+//!   other reserved key (those may need a stream: progress, logs, and whatever comes
+//!   next), with `Mcp-Method` and `Mcp-Name` (plain or Base64) agreeing with the
+//!   body; or a 2025-11-25 session request, without `_meta`, on a session of this
+//!   caller whose state allows a plain JSON answer (see [`session`]);
 //! - the door checks rmcp makes pass: `Host` in rmcp's allow-list, no `Origin`
 //!   (browser requests keep rmcp's origin rules), an `Accept` naming both JSON and
 //!   event streams without weights, a JSON `Content-Type`, the body within rmcp's
-//!   limit, `Mcp-Method` and `Mcp-Name` (plain or Base64) agreeing with the body;
+//!   limit;
 //! - the params hold nothing the fast path does not read (no `task`, no MRTR
 //!   `inputResponses`/`requestState`, only `cursor` on lists);
 //! - the target is known and served by a 2026-07-28 backend (the direct path), a
@@ -36,6 +39,7 @@
 mod checks;
 mod forward;
 mod lists;
+mod session;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,7 +47,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use rmcp::model::{ErrorCode, NumberOrString, ServerJsonRpcMessage};
+use rmcp::model::{ErrorCode, NumberOrString, ServerJsonRpcMessage, ServerResult};
 use serde_json::{Map, Value};
 use vmcp_layers::context::{
     AdmissionHandle, BackendCalls, ListKind, McpRevision, ParsedMcpRequest,
@@ -129,6 +133,7 @@ pub(crate) struct Edge {
     aggregator: Arc<Aggregator>,
     checks: Arc<checks::DoorChecks>,
     pages: Arc<lists::PageCache>,
+    session: Arc<session::SessionState>,
     /// Requests answered here, for tests and diagnostics.
     served: Arc<AtomicU64>,
 }
@@ -143,27 +148,43 @@ pub(crate) struct Admitted {
     /// The caller's admission decided on this request: its answer is the caller's own
     /// (cache scope private).
     filtered: bool,
+    /// The 2025-11-25 session it belongs to; `None` for a 2026-07-28 request.
+    session: Option<Arc<str>>,
 }
 
 impl Edge {
-    /// The edge over `aggregator`, checking the doors as rmcp's `config` does.
+    /// The edge over `aggregator`, checking the doors as rmcp's `config` does, and
+    /// reading Legacy sessions' state from `sessions` and the handler's `log_levels`.
     pub(crate) fn new(
         aggregator: Arc<Aggregator>,
         config: &rmcp::transport::streamable_http_server::StreamableHttpServerConfig,
+        sessions: Arc<crate::sessions::Sessions>,
+        log_levels: Arc<crate::handler::LogLevels>,
     ) -> Self {
         Self {
             aggregator,
             checks: Arc::new(checks::DoorChecks::from_config(config)),
             pages: Arc::new(lists::PageCache::default()),
+            session: Arc::new(session::SessionState::new(sessions, log_levels)),
             served: Arc::default(),
         }
     }
 
+    /// A request of the 2025-11-25 session `session` (bound to its caller) that the
+    /// fast path does not answer: a `notifications/cancelled` for a call it runs
+    /// cancels that call.
+    pub(crate) fn session_message(&self, session: &str, parsed: &ParsedMcpRequest) {
+        self.session.cancelled(session, parsed);
+    }
+
     /// The one decision: whether this edge serves `req` (see the module docs).
+    /// `session` is the request's `Mcp-Session-Id` when the session binding found it
+    /// bound to this caller and holds it in use.
     pub(crate) fn admit<B: http_body::Body>(
         &self,
         req: &Request<B>,
         parsed: &Arc<ParsedMcpRequest>,
+        session: Option<&str>,
     ) -> Option<Admitted> {
         let Side::Fast(verb) = side(&parsed.method) else {
             return None;
@@ -173,13 +194,32 @@ impl Edge {
             Value::Number(n) => NumberOrString::Number(n.as_i64()?),
             _ => return None,
         };
-        if parsed.revision != Some(McpRevision::Modern) || !plain_envelope(&parsed.rest) {
+        if !plain_envelope(&parsed.rest) {
             return None;
         }
-        let tasks = checks::plain_meta(parsed.meta.as_ref()?)?;
-        if !self.checks.door(req) || !checks::standard_headers(req.headers(), parsed) {
+        let has_session = req.headers().contains_key("mcp-session-id");
+        if !self.checks.door(req, has_session) {
             return None;
         }
+        let tasks = if has_session {
+            // The header must be the bound session's (it is: `session` was read from it).
+            let session = session?;
+            if parsed.revision != Some(McpRevision::Legacy)
+                || !self.session.plain(session, req.headers(), parsed)
+            {
+                return None;
+            }
+            false
+        } else {
+            if parsed.revision != Some(McpRevision::Modern) {
+                return None;
+            }
+            let tasks = checks::plain_meta(parsed.meta.as_ref()?)?;
+            if !checks::standard_headers(req.headers(), parsed) {
+                return None;
+            }
+            tasks
+        };
         let extensions = req.extensions();
         let catalog = self.aggregator.catalog();
         let no_extra = parsed.params_rest.is_empty();
@@ -244,6 +284,7 @@ impl Edge {
             tasks,
             calls: extensions.get::<BackendCalls>().cloned(),
             filtered: extensions.get::<AdmissionHandle>().is_some(),
+            session: has_session.then(|| session.map(Arc::from)).flatten(),
         })
     }
 
@@ -264,8 +305,12 @@ impl Edge {
                 .is_some_and(|client| client.revision() == Some(McpRevision::Modern))
     }
 
-    /// Answer an admitted request.
-    pub(crate) async fn serve(&self, admitted: Admitted) -> Response<Body> {
+    /// Answer an admitted request, or hand it back (`None`: serve it with rmcp, as if
+    /// never admitted) when a 2025-11-25 caller's backend answered `input_required`:
+    /// the handler asks the caller over its session and retries (`handler::mrtr`),
+    /// which needs the session's peer. The handler's own first call repeats the
+    /// backend's, which had not completed (that is what `input_required` says).
+    pub(crate) async fn serve(&self, admitted: Admitted) -> Option<Response<Body>> {
         let Admitted {
             verb,
             id,
@@ -273,29 +318,72 @@ impl Edge {
             tasks,
             calls,
             filtered,
+            session,
         } = admitted;
-        self.served.fetch_add(1, Ordering::Relaxed);
+        let legacy = session.is_some();
         let catalog = self.aggregator.catalog();
         let outcome = match verb {
             Verb::List(kind) => {
                 let cursor = parsed.params_rest.get("cursor").and_then(Value::as_str);
                 let page_size = self.aggregator.config().page_size();
-                match self.pages.page(&catalog, kind, cursor, page_size) {
-                    Ok(bytes) => return json(StatusCode::OK, envelope(&id, &bytes)),
+                match self.pages.page(&catalog, kind, cursor, page_size, legacy) {
+                    Ok(bytes) => {
+                        self.served.fetch_add(1, Ordering::Relaxed);
+                        return Some(json(StatusCode::OK, envelope(&id, &bytes)));
+                    }
                     Err(error) => Err(error),
                 }
             }
-            Verb::CallTool => self.call_tool(&catalog, &parsed, tasks, calls).await,
-            Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls).await,
-            Verb::ReadResource => self.read_resource(&catalog, &parsed, calls, filtered).await,
-            Verb::Complete => self.complete(&catalog, &parsed).await,
+            _ => {
+                let call = async {
+                    match verb {
+                        Verb::CallTool => {
+                            self.call_tool(&catalog, &parsed, tasks, calls, legacy)
+                                .await
+                        }
+                        Verb::GetPrompt => self.get_prompt(&catalog, &parsed, calls, legacy).await,
+                        Verb::ReadResource => {
+                            self.read_resource(&catalog, &parsed, calls, filtered, legacy)
+                                .await
+                        }
+                        _ => self.complete(&catalog, &parsed, legacy).await,
+                    }
+                };
+                match (&session, &parsed.id) {
+                    // A session's call can be cancelled by a notification on another
+                    // request; the backend call is dropped as the handler drops it,
+                    // and, as MCP asks, no response is sent: the stream just ends.
+                    (Some(session), Some(raw_id)) => {
+                        let inflight = self.session.start(session, raw_id);
+                        tokio::select! {
+                            outcome = call => outcome,
+                            () = inflight.token.cancelled() => {
+                                self.served.fetch_add(1, Ordering::Relaxed);
+                                return Some(no_answer());
+                            }
+                        }
+                    }
+                    _ => call.await,
+                }
+            }
         };
+        let outcome = match outcome {
+            Ok(ServerResult::InputRequiredResult(_)) if legacy => return None,
+            Ok(result) if legacy => Ok(session::for_legacy_peer(result)),
+            other => other,
+        };
+        self.served.fetch_add(1, Ordering::Relaxed);
         let message = match outcome {
             Ok(result) => ServerJsonRpcMessage::response(result, id),
             Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
         };
-        let status = status_of(&message);
-        match serde_json::to_vec(&message) {
+        // A session request's answer is a stream's message in rmcp: always 200.
+        let status = if legacy {
+            StatusCode::OK
+        } else {
+            status_of(&message)
+        };
+        Some(match serde_json::to_vec(&message) {
             Ok(body) => json(status, Bytes::from(body)),
             Err(error) => {
                 tracing::error!("could not serialize an answer: {error}");
@@ -303,7 +391,7 @@ impl Edge {
                 *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
                 response
             }
-        }
+        })
     }
 }
 
@@ -338,6 +426,16 @@ fn envelope(id: &NumberOrString, result: &[u8]) -> Bytes {
     body.extend_from_slice(result);
     body.push(b'}');
     Bytes::from(body)
+}
+
+/// A cancelled session call: an event stream that ends without a message.
+fn no_answer() -> Response<Body> {
+    let mut response = Response::new(empty());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    response
 }
 
 fn empty() -> Body {

@@ -20,13 +20,19 @@ use crate::sessions::Sessions;
 
 /// Log levels of Legacy sessions, by `Mcp-Session-Id`.
 #[derive(Debug, Default)]
-pub(super) struct LogLevels(DashMap<String, LoggingLevel>);
+pub(crate) struct LogLevels(DashMap<String, LoggingLevel>);
 
 impl LogLevels {
     /// `session` asked for `level`; levels of sessions that ended are dropped.
     pub(super) fn set(&self, sessions: &Sessions, session: String, level: LoggingLevel) {
         self.0.retain(|id, _| sessions.has_legacy(id));
         self.0.insert(session, level);
+    }
+
+    /// Whether `session` chose a level (its calls relay logs: the fast path leaves
+    /// them to the handler).
+    pub(crate) fn is_set(&self, session: &str) -> bool {
+        !self.0.is_empty() && self.0.contains_key(session)
     }
 
     fn get(&self, session: &str) -> Option<LoggingLevel> {
@@ -107,7 +113,7 @@ where
 /// Send one relayed notification to the caller. Legacy sessions get progress on the
 /// request's own stream (rmcp routes it by the client's token) and logs on the
 /// session stream; Modern requests get both on their answer stream.
-async fn deliver(peer: &Peer<RoleServer>, item: Relayed) {
+pub(super) async fn deliver(peer: &Peer<RoleServer>, item: Relayed) {
     let sent = match item {
         Relayed::Progress(progress) => peer.notify_progress(progress).await,
         Relayed::Log(log) => peer.notify_logging_message(log).await,

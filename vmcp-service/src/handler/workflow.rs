@@ -1,8 +1,12 @@
 //! Composite tool calls: the handler's side of a run. Each step goes through the
-//! same routing, admission decision, telemetry span and error mapping as a direct
-//! `tools/call`, under the caller's identity, and writes its audit line.
+//! same routing, admission decision, backend connection (the caller's own for a
+//! per-caller backend), telemetry span and error mapping as a direct `tools/call`,
+//! under the caller's identity, and writes its audit line. Elicitation steps ask a
+//! 2025-11-25 caller over its session; a 2026-07-28 caller gets `input_required`
+//! (`workflow_state`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use rmcp::model::{
@@ -14,11 +18,13 @@ use serde_json::{Map, Value};
 use vmcp_layers::context::{AdmissionHandle, BackendCalls, Identity, WorkflowAudit, WorkflowStep};
 
 use super::admission::extension;
+use super::elicit::{CANNOT_ANSWER, ask_over_session};
 use super::observe::ObservedCall;
+use super::workflow_state::{Resume, StateCaller};
 use super::{VmcpHandler, client_error, is_modern};
 use crate::catalog::{ToolEntry, annotations};
-use crate::composite::executor::{Run, WorkflowError};
-use crate::composite::{Elicited, StepCaller, StepRecord, Workflow};
+use crate::composite::executor::{Outcome, Run, WorkflowError};
+use crate::composite::{Ask, StepCaller, StepRecord, Workflow};
 
 /// The denial a forbidden step gives the whole call: the gate's code and message.
 pub(super) fn denied() -> ErrorData {
@@ -39,6 +45,18 @@ struct Steps {
     /// The caller, for the health model's count of timeouts.
     caller: crate::backend::CallerKey,
     modern: bool,
+    /// Whether the caller declared (form) elicitation.
+    can_elicit: bool,
+    /// The request: its caller's backend connections, its session (Legacy).
+    ctx: RequestContext<RoleServer>,
+}
+
+/// Whether the request's client declared form elicitation (an empty `elicitation`
+/// object means form, for clients older than the form/url split).
+fn declares_elicitation(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.client_capabilities()
+        .and_then(|c| c.elicitation)
+        .is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 impl StepCaller for Steps {
@@ -61,11 +79,16 @@ impl StepCaller for Steps {
         let calls = self.calls.clone();
         let modern = self.modern;
         let caller = self.caller;
+        let ctx = self.ctx.clone();
         Box::pin(async move {
             let backend = entry.route.backend.clone();
             let client = handler
                 .backend(&backend)
                 .map_err(|e| e.message.to_string())?;
+            let budget = crate::backend::CallBudget::for_caller(
+                handler.aggregator.config().call_timeout(&backend),
+                Some(caller),
+            );
             let mut params =
                 CallToolRequestParams::new(entry.route.name.clone()).with_arguments(arguments);
             let call = ObservedCall::start_with(
@@ -75,14 +98,13 @@ impl StepCaller for Steps {
                 Some(&entry.tool.name),
                 &mut params.meta,
             );
-            let response = client
-                .call_tool(
-                    params,
-                    crate::backend::CallBudget::for_caller(
-                        handler.aggregator.config().call_timeout(&backend),
-                        Some(caller),
-                    ),
-                )
+            // The same connection a direct call of this caller uses (its exchanged
+            // token on a token_exchange backend).
+            let response = handler
+                .on_backend(&client, &ctx, |c| {
+                    let params = params.clone();
+                    async move { c.call_tool(params, budget).await }
+                })
                 .await;
             call.end(&response);
             match response.map_err(|e| client_error(e, modern).message.to_string())? {
@@ -94,14 +116,20 @@ impl StepCaller for Steps {
 
     fn elicit(
         &self,
-        _message: String,
-        _schema: Map<String, Value>,
-    ) -> BoxFuture<'static, Result<Elicited, String>> {
-        // Asking the caller needs server-to-client requests (Legacy) or input-required
-        // bridging (Modern); neither is built into this gateway yet.
-        Box::pin(futures::future::ready(Err(
-            "this client cannot answer elicitation (not supported by this gateway yet)".to_owned(),
-        )))
+        message: String,
+        schema: Map<String, Value>,
+        within: Duration,
+    ) -> BoxFuture<'static, Ask> {
+        if !self.can_elicit {
+            return Box::pin(futures::future::ready(Ask::Unavailable(
+                CANNOT_ANSWER.to_owned(),
+            )));
+        }
+        if self.modern {
+            // Asked in the `input_required` result once the run pauses.
+            return Box::pin(futures::future::ready(Ask::Later));
+        }
+        Box::pin(ask_over_session(self.ctx.clone(), message, schema, within))
     }
 
     fn audit(&self, record: &StepRecord<'_>) {
@@ -126,9 +154,10 @@ impl VmcpHandler {
     pub(super) async fn call_composite(
         &self,
         workflow: Arc<Workflow>,
-        arguments: Option<Map<String, Value>>,
+        params: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let state_caller = StateCaller::of(extension::<Arc<Identity>>(ctx).map(|i| &**i));
         let steps = Steps {
             handler: self.clone(),
             admission: extension::<AdmissionHandle>(ctx).cloned(),
@@ -137,19 +166,38 @@ impl VmcpHandler {
             identity: extension::<Arc<Identity>>(ctx).cloned(),
             caller: super::caller_key::caller_key(ctx),
             modern: is_modern(ctx),
+            can_elicit: declares_elicitation(ctx),
+            ctx: ctx.clone(),
         };
         let name = workflow.config.name.clone();
-        let run = Run::new(workflow, self.aggregator.catalog(), Arc::new(steps));
+        let catalog = self.aggregator.catalog();
+        let steps: Arc<dyn StepCaller> = Arc::new(steps);
+        let (run, resume) = match &params.request_state {
+            None => (Run::new(workflow, catalog, steps), None),
+            Some(token) => {
+                let resume = self.open_state(&state_caller, token, &workflow, &params)?;
+                let run = Run::resumed(workflow, catalog, steps, &resume.state)
+                    .ok_or_else(super::workflow_state::stale)?;
+                (run, Some(resume))
+            }
+        };
         // A caller may not reach through a composite what it may not call directly.
         if !run.forbidden_steps().is_empty() {
             return Err(denied());
         }
+        let go = async move {
+            match resume {
+                Some(Resume { state, answers }) => run.resume(state, answers).await,
+                None => run.execute(params.arguments.unwrap_or_default()).await,
+            }
+        };
         let outcome = tokio::select! {
-            outcome = run.execute(arguments.unwrap_or_default()) => outcome,
+            outcome = go => outcome,
             () = ctx.ct.cancelled() => return Err(ErrorData::internal_error("the call was cancelled", None)),
         };
         match outcome {
-            Ok(result) => Ok(CallToolResponse::Complete(result)),
+            Ok(Outcome::Complete(result)) => Ok(CallToolResponse::Complete(result)),
+            Ok(Outcome::Paused(paused)) => Ok(self.input_required(&state_caller, &name, paused)),
             Err(WorkflowError::Denied) => Err(denied()),
             Err(error) => {
                 tracing::info!(composite = %name, "composite tool failed: {error}");

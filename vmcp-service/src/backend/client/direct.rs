@@ -92,7 +92,9 @@ struct ParamHeader {
 /// What a Modern connection needs to send requests without rmcp's service loop.
 pub(super) struct DirectHttp {
     http: reqwest::Client,
-    uri: String,
+    /// Parsed once: reqwest parses a `&str` URL on every request (about 20 k
+    /// instructions per call, a tenth of the gateway's cost of a call).
+    url: reqwest::Url,
     version: HeaderValue,
     /// The SEP-2575 client context rmcp's client puts in every request's `_meta`.
     context: RequestMetaObject,
@@ -115,7 +117,7 @@ impl DirectHttp {
     ) -> Option<Self> {
         Some(Self {
             http,
-            uri: uri.to_owned(),
+            url: reqwest::Url::parse(uri).ok()?,
             version: HeaderValue::from_str(version.as_str()).ok()?,
             context: RequestMetaObject::with_client_context(version, info, capabilities),
             next_id: AtomicI64::new(1),
@@ -259,7 +261,7 @@ impl DirectHttp {
         .map_err(DirectError::from)?;
         let response = self
             .http
-            .post(&self.uri)
+            .post(self.url.clone())
             .headers(headers)
             .body(body)
             .send()

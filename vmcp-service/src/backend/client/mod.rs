@@ -12,18 +12,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig,
-    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
-    Implementation, Prompt, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    Resource, ResourceTemplate, ServerCapabilities, Tool,
+    CallToolRequestParams, CallToolResponse, ClientConfig, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, Prompt, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate,
+    ServerCapabilities, Tool,
 };
-use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
+use super::bridge::{ClientCaps, sampling_declined};
 use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
@@ -92,6 +93,7 @@ impl EventForwarder {
     }
 }
 
+#[allow(deprecated)] // Sampling and roots are deprecated by SEP-2577 but still served.
 impl ClientHandler for EventForwarder {
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
@@ -115,6 +117,35 @@ impl ClientHandler for EventForwarder {
         _: NotificationContext<RoleClient>,
     ) {
         self.emit(BackendEventKind::ResourceUpdated(params.uri));
+    }
+
+    // Requests outside any relayed call (the session's GET stream, `roots/list` at
+    // connect time, a call without a relay) have no caller to ask: the gateway's
+    // policy answers them (`bridge::policy_answer`).
+
+    async fn create_message(
+        &self,
+        _: rmcp::model::CreateMessageRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        Err(sampling_declined())
+    }
+
+    async fn list_roots(
+        &self,
+        _: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ListRootsResult::default())
+    }
+
+    async fn create_elicitation(
+        &self,
+        _: rmcp::model::ElicitRequestParams,
+        _: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ElicitResult::new(
+            rmcp::model::ElicitationAction::Decline,
+        ))
     }
 }
 
@@ -165,6 +196,8 @@ pub struct BackendClient {
     /// each connection is opened with a client carrying their current headers, and
     /// a connection whose headers are no longer current is replaced.
     credentials: Option<(Credentials, HttpFactory)>,
+    /// The client capabilities this connection declares (its callers' own).
+    caps: ClientCaps,
 }
 
 impl std::fmt::Debug for BackendClient {
@@ -200,6 +233,7 @@ impl BackendClient {
             subscriptions: std::sync::Mutex::new(BTreeSet::new()),
             applying_subscriptions: Mutex::new(()),
             credentials: None,
+            caps: ClientCaps::default(),
             subscriptions_incomplete: std::sync::atomic::AtomicBool::new(false),
         }
     }
@@ -208,6 +242,13 @@ impl BackendClient {
     /// with `http` (instead of the client given to `new`).
     pub(crate) fn with_credentials(mut self, credentials: Credentials, http: HttpFactory) -> Self {
         self.credentials = Some((credentials, http));
+        self
+    }
+
+    /// Declare `caps` to the backend (a connection for callers with exactly these
+    /// client capabilities; see `callers.rs`).
+    pub(crate) fn with_client_caps(mut self, caps: ClientCaps) -> Self {
+        self.caps = caps;
         self
     }
 
@@ -331,7 +372,7 @@ impl BackendClient {
 
     fn forwarder(&self) -> EventForwarder {
         let info = ClientConfig::new(
-            ClientCapabilities::default(),
+            self.caps.declared(),
             Implementation::new("vmcp", env!("CARGO_PKG_VERSION")),
         );
         EventForwarder {

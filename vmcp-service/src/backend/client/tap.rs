@@ -8,6 +8,11 @@
 //! here, inside the one task that reads it, keeps both: each notification is relayed
 //! (awaited) before any later event of the same stream, the answer included, moves on.
 //! Requests without a relay are passed through untouched.
+//!
+//! A backend's `elicitation/create`, `sampling/createMessage` or `roots/list` on such
+//! a stream is the call's too: it goes to the call's caller through the relay
+//! (`backend::bridge`), and the answer is POSTed back here, on the same session under
+//! the request's id, instead of rmcp's `ClientHandler` answering it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,8 +23,8 @@ use http::{HeaderName, HeaderValue};
 use rmcp::model::{
     CallToolRequest, CallToolResponse, CancelledNotification, CancelledNotificationParam,
     ClientJsonRpcMessage, ClientNotification, ClientRequest, GetExtensions, GetMeta,
-    GetPromptRequest, GetPromptResponse, ProgressToken, RequestId, ServerJsonRpcMessage,
-    ServerResult,
+    GetPromptRequest, GetPromptResponse, InputRequest, ProgressToken, RequestId,
+    ServerJsonRpcMessage, ServerResult,
 };
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::transport::streamable_http_client::{
@@ -29,6 +34,7 @@ use rmcp::transport::streamable_http_client::{
 use rmcp::{Peer, RoleClient};
 use sse_stream::{Error as SseError, Sse};
 
+use crate::backend::bridge::{Answer, input_request, policy_answer};
 use crate::backend::relay::Relay;
 
 /// `reqwest::Client` with relayed answer streams tapped.
@@ -84,6 +90,13 @@ impl StreamableHttpClient for TapClient {
             }
             _ => None,
         };
+        let answerer = tap.as_ref().map(|_| Answerer {
+            http: self.0.clone(),
+            uri: uri.clone(),
+            session_id: session_id.clone(),
+            auth_header: auth_header.clone(),
+            custom_headers: custom_headers.clone(),
+        });
         let response = self
             .0
             .post_message_with_response_limits(
@@ -95,11 +108,16 @@ impl StreamableHttpClient for TapClient {
                 limits,
             )
             .await?;
-        Ok(match (tap, response) {
-            (Some((relay, hop)), StreamableHttpPostResponse::Sse(events, session)) => {
-                StreamableHttpPostResponse::Sse(tapped(events, relay, hop), session)
-            }
-            (_, other) => other,
+        Ok(match (tap, answerer, response) {
+            (
+                Some((relay, hop)),
+                Some(answerer),
+                StreamableHttpPostResponse::Sse(events, session),
+            ) => StreamableHttpPostResponse::Sse(
+                tapped(events, relay, hop, Arc::new(answerer)),
+                session,
+            ),
+            (_, _, other) => other,
         })
     }
 
@@ -150,16 +168,91 @@ impl StreamableHttpClient for TapClient {
     }
 }
 
-/// `events` with the call's progress and logs taken out and relayed, in order.
-fn tapped(events: Events, relay: Relay, hop: Option<ProgressToken>) -> Events {
+/// Posts the answers to a backend's requests on the session of the call they came in.
+struct Answerer {
+    http: reqwest::Client,
+    uri: Arc<str>,
+    session_id: Option<Arc<str>>,
+    auth_header: Option<String>,
+    custom_headers: HashMap<HeaderName, HeaderValue>,
+}
+
+impl Answerer {
+    async fn answer(&self, id: RequestId, answer: Answer) {
+        let message = match answer {
+            Ok(result) => ClientJsonRpcMessage::response(result, id),
+            Err(error) => ClientJsonRpcMessage::error(error, Some(id)),
+        };
+        if let Err(error) = self
+            .http
+            .post_message(
+                self.uri.clone(),
+                message,
+                self.session_id.clone(),
+                self.auth_header.clone(),
+                self.custom_headers.clone(),
+            )
+            .await
+        {
+            tracing::debug!("could not answer a backend's request: {error}");
+        }
+    }
+}
+
+/// Whether `data` may be a backend request the caller should answer (a cheap test
+/// before parsing).
+fn may_be_ask(data: &str) -> bool {
+    data.contains("\"id\"")
+        && (data.contains("elicitation/create")
+            || data.contains("sampling/createMessage")
+            || data.contains("roots/list"))
+}
+
+/// Answer the backend's `request`: from the call's caller, else from policy.
+async fn bridge(relay: &Relay, answerer: &Answerer, id: RequestId, request: InputRequest) {
+    let answer = match relay.ask(request.clone()).await {
+        // A caller that went away or a reaped parked call: the backend gets an error.
+        Some(pending) => pending.await.unwrap_or_else(|_| {
+            Err(rmcp::ErrorData::internal_error(
+                "the caller did not answer",
+                None,
+            ))
+        }),
+        None => policy_answer(&request),
+    };
+    answerer.answer(id, answer).await;
+}
+
+/// `events` with the call's progress and logs taken out and relayed, in order, and
+/// its requests to the caller answered.
+fn tapped(
+    events: Events,
+    relay: Relay,
+    hop: Option<ProgressToken>,
+    answerer: Arc<Answerer>,
+) -> Events {
     events
         .filter_map(move |event| {
             let relay = relay.clone();
             let hop = hop.clone();
+            let answerer = answerer.clone();
             async move {
                 let Ok(sse) = &event else {
                     return Some(event);
                 };
+                if let Some(data) = sse.data.as_deref().filter(|d| may_be_ask(d))
+                    && let Ok(ServerJsonRpcMessage::Request(request)) =
+                        serde_json::from_str::<ServerJsonRpcMessage>(data)
+                {
+                    let id = request.id;
+                    if let Some(ask) = input_request(request.request) {
+                        // Awaited here: the backend waits for this answer anyway, and
+                        // later events of this stream stay behind it, in order.
+                        bridge(&relay, &answerer, id, ask).await;
+                        return None;
+                    }
+                    return Some(event);
+                }
                 // Cheap test first: most events are the answer, which passes on.
                 let Some(data) = sse.data.as_deref().filter(|d| d.contains("notifications/"))
                 else {
@@ -285,7 +378,14 @@ mod tests {
         ])
         .boxed();
         let hop = ProgressToken(NumberOrString::Number(5));
-        let passed: Vec<String> = tapped(events, relay, Some(hop))
+        let answerer = Arc::new(Answerer {
+            http: reqwest::Client::new(),
+            uri: "http://127.0.0.1:9/mcp".into(),
+            session_id: None,
+            auth_header: None,
+            custom_headers: HashMap::new(),
+        });
+        let passed: Vec<String> = tapped(events, relay, Some(hop), answerer)
             .map(|e| e.unwrap().data.unwrap())
             .collect()
             .await;
@@ -307,5 +407,40 @@ mod tests {
                 "progress 2 String(\"c\")"
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_backend_request_on_a_relayed_stream_goes_to_the_caller_not_to_rmcp() {
+        let (relay, _rx) = relay(Wants::default());
+        let (tx, mut asked) = crate::backend::bridge::asks();
+        let relay = relay.with_asks(tx);
+        let events = futures::stream::iter(vec![
+            event(
+                r#"{"jsonrpc":"2.0","id":7,"method":"elicitation/create","params":{"message":"who?","requestedSchema":{"type":"object","properties":{}}}}"#,
+            ),
+            event(r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#),
+        ])
+        .boxed();
+        let answerer = Arc::new(Answerer {
+            http: reqwest::Client::new(),
+            uri: "http://127.0.0.1:9/mcp".into(),
+            session_id: None,
+            auth_header: None,
+            custom_headers: HashMap::new(),
+        });
+        let passed = tokio::spawn(
+            tapped(events, relay, None, answerer)
+                .map(|e| e.unwrap().data.unwrap())
+                .collect::<Vec<String>>(),
+        );
+        let ask = asked.recv().await.expect("the caller is asked");
+        assert!(matches!(ask.request, InputRequest::Elicitation(_)));
+        let _ = ask.reply.send(Ok(rmcp::model::ClientResult::ElicitResult(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline),
+        )));
+        // The request never reaches rmcp; the answer does.
+        let passed = passed.await.unwrap();
+        assert_eq!(passed.len(), 1, "{passed:?}");
+        assert!(passed[0].contains("result"));
     }
 }
