@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use http::header::AUTHORIZATION;
 use http::{HeaderMap, HeaderValue};
-use vmcp_layers::audit::{AuditConfig, AuditLayer, AuditSink, WriterSink};
+use vmcp_layers::audit::{AuditLayer, AuditSettings, AuditSink, WriterSink};
 use vmcp_layers::auth::{AuthLayer, JwtSettings, JwtValidator};
 use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
 use vmcp_layers::stack::StackBuilder;
@@ -119,7 +119,7 @@ pub fn full_stack(vmcp: &Vmcp) -> Result<Stack, String> {
     let policies: Vec<String> = POLICIES.iter().map(|p| (*p).to_owned()).collect();
     let authorizer =
         CedarAuthorizer::from_sources(&sources("bench", &policies, &[]), CedarSettings::default())
-            .map_err(|errors| errors.join("; "))?;
+            .map_err(|errors| errors.to_string())?;
 
     let audit = Arc::new(AuditCount::default());
     let file = match std::env::var_os("VMCP_BENCH_AUDIT_FILE") {
@@ -137,7 +137,7 @@ pub fn full_stack(vmcp: &Vmcp) -> Result<Stack, String> {
     let stack = StackBuilder::new()
         .auth(AuthLayer::jwt(Arc::new(validator), None))
         .authorizer(Arc::new(authorizer))
-        .audit(AuditLayer::new(AuditConfig::default(), Arc::new(sink)))
+        .audit(AuditLayer::new(AuditSettings::default(), Arc::new(sink)))
         .provider(Arc::new(CatalogProvider(vmcp.aggregator().clone())))
         .build(crate::gateway::service(vmcp));
     Ok(Stack {

@@ -1,3 +1,4 @@
+// Over 600 lines: one bench per layer plus the stack, sharing the fixtures at the top; splitting would duplicate them across bench binaries.
 //! Per-request cost of each layer, of a Cedar decision and a JWT validation, and of
 //! the whole stack against the bare service.
 //!
@@ -25,7 +26,7 @@ use serde_json::{Map, Value, json};
 use tower::{Layer, Service, ServiceExt};
 use vmcp_examples::demo::{DemoSpec, RunningDemo, spawn};
 use vmcp_layers::annotations::AnnotationEnrichmentLayer;
-use vmcp_layers::audit::{AuditConfig, AuditLayer, WriterSink};
+use vmcp_layers::audit::{AuditLayer, AuditSettings, WriterSink};
 use vmcp_layers::auth::{AuthLayer, JwtSettings, JwtValidator};
 use vmcp_layers::authz::AuthorizationLayer;
 use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, Target, sources};
@@ -40,7 +41,7 @@ use vmcp_layers::headers::HeaderValidationLayer;
 use vmcp_layers::parse::McpParseLayer;
 use vmcp_layers::recovery::RecoveryLayer;
 use vmcp_layers::stack::Stack;
-use vmcp_layers::telemetry::{Telemetry, TelemetryConfig};
+use vmcp_layers::telemetry::{Telemetry, TelemetrySettings};
 use vmcp_service::{Vmcp, VmcpService};
 use vmcp_tests::idp::{Idp, SigningKey};
 
@@ -236,7 +237,7 @@ mod layer {
     #[divan::bench]
     fn audit(b: Bencher) {
         let s = AuditLayer::new(
-            AuditConfig::default(),
+            AuditSettings::default(),
             Arc::new(WriterSink::new(std::io::sink())),
         )
         .layer(Ok200);
@@ -290,11 +291,11 @@ mod layer {
     fn telemetry(b: Bencher) {
         // Tracing on (spans are built and batched; the collector is absent) and
         // Prometheus metrics.
-        let t = Telemetry::from_config(&TelemetryConfig {
+        let t = Telemetry::new(&TelemetrySettings {
             endpoint: Some("http://127.0.0.1:9".into()),
-            tracing_enabled: true,
-            enable_prometheus_metrics_path: true,
-            ..TelemetryConfig::default()
+            tracing: true,
+            prometheus: true,
+            ..TelemetrySettings::default()
         })
         .unwrap();
         let s = t.layer().layer(Ok200);

@@ -173,7 +173,7 @@ async fn jwt_and_gate_alone_in_front_of_a_plain_rmcp_server() {
     use std::sync::Arc;
     use tower::ServiceBuilder;
     use vmcp_examples::demo::DemoBackend;
-    use vmcp_layers::auth::{AuthLayer, JwtValidator, OidcConfig};
+    use vmcp_layers::auth::{AuthLayer, JwtSettings, JwtValidator};
     use vmcp_layers::authz::AuthorizationLayer;
     use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
     use vmcp_layers::gate::GateLayer;
@@ -189,13 +189,8 @@ async fn jwt_and_gate_alone_in_front_of_a_plain_rmcp_server() {
             Default::default(),
             Default::default(),
         );
-    let oidc = OidcConfig {
-        issuer: idp.issuer.clone(),
-        audience: "vmcp".into(),
-        ..OidcConfig::default()
-    };
     let validator = Arc::new(JwtValidator::new(
-        oidc.settings(None),
+        JwtSettings::new(idp.issuer.clone(), "vmcp"),
         reqwest::Client::new(),
     ));
     let policies = vec![

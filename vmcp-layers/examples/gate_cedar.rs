@@ -96,8 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cedar = CedarAuthorizer::from_sources(
         &sources("policies", &policies, &[]),
         CedarSettings::default(),
-    )
-    .map_err(|errors| errors.join("; "))?;
+    )?;
 
     let cedar = Arc::new(cedar);
 

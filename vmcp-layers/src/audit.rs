@@ -26,11 +26,11 @@
 //! use axum::body::Body;
 //! use http::{Request, Response};
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use vmcp_layers::audit::{AuditConfig, AuditLayer, WriterSink};
+//! use vmcp_layers::audit::{AuditLayer, AuditSettings, WriterSink};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let lines = Arc::new(Mutex::new(Vec::new()));
-//! let layer = AuditLayer::new(AuditConfig::default(), Arc::new(WriterSink::new(SharedVec(lines.clone()))));
+//! let layer = AuditLayer::new(AuditSettings::default(), Arc::new(WriterSink::new(SharedVec(lines.clone()))));
 //! let service = ServiceBuilder::new()
 //!     .layer(layer)
 //!     .service_fn(|_req: Request<Body>| async { Ok::<_, Infallible>(Response::new(Body::from("{}"))) });
@@ -47,7 +47,7 @@
 //! ```
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
@@ -61,56 +61,40 @@ use serde_json::{Map, Value, json};
 use tower::{Layer, Service};
 
 use crate::body::{BodySummary, ObservedBody};
-use crate::context::{BackendTarget, ClientInfo, Identity, ParsedMcpRequest, WorkflowAudit};
+use crate::context::{
+    BackendTarget, CallKind, ClientInfo, Identity, ListKind, ParsedMcpRequest, WorkflowAudit,
+};
 
 mod workflow;
 
-/// `audit:` — the audit log.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct AuditConfig {
-    /// Write audit lines (default true when the section is present).
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// The `component` field (default `vmcp`).
-    #[serde(default)]
-    pub component: Option<String>,
-    /// Only these event types (default: all).
-    #[serde(default)]
+/// What the audit layer records. The gateway's `audit:` section
+/// (`vmcp_service::config::AuditConfig`) is translated into this.
+#[derive(Debug, Clone)]
+pub struct AuditSettings {
+    /// The `component` field of every record.
+    pub component: String,
+    /// Only these event types ([`EVENT_TYPES`]); empty: all of them.
     pub event_types: Vec<String>,
     /// Never these event types.
-    #[serde(default)]
     pub exclude_event_types: Vec<String>,
     /// Include the request's params (redacted, capped).
-    #[serde(default)]
     pub include_request_data: bool,
     /// Include the response body (capped).
-    #[serde(default)]
     pub include_response_data: bool,
-    /// Cap on each included payload, in bytes (default 10000).
-    #[serde(default)]
-    pub max_data_size: Option<usize>,
-    /// Append lines to this file instead of standard output.
-    #[serde(default)]
-    pub log_file: Option<PathBuf>,
+    /// Cap on each included payload, in bytes.
+    pub max_data_size: usize,
 }
 
-fn yes() -> bool {
-    true
-}
-
-impl Default for AuditConfig {
+impl Default for AuditSettings {
+    /// Every event, no payloads, component `vmcp`, payload cap 10 000 bytes.
     fn default() -> Self {
         Self {
-            enabled: true,
-            component: None,
+            component: "vmcp".to_owned(),
             event_types: Vec::new(),
             exclude_event_types: Vec::new(),
             include_request_data: false,
             include_response_data: false,
-            max_data_size: None,
-            log_file: None,
+            max_data_size: 10_000,
         }
     }
 }
@@ -135,34 +119,13 @@ pub const EVENT_TYPES: [&str; 16] = [
     workflow::STEP_EVENT,
 ];
 
-impl AuditConfig {
-    /// Check the section; messages name the field (`audit.eventTypes[1] …`).
-    pub fn validate(&self, errors: &mut Vec<String>) {
-        for (field, list) in [
-            ("eventTypes", &self.event_types),
-            ("excludeEventTypes", &self.exclude_event_types),
-        ] {
-            for (i, t) in list.iter().enumerate() {
-                if !EVENT_TYPES.contains(&t.as_str()) {
-                    errors.push(format!(
-                        "audit.{field}[{i}] {t:?} is not an event type (expected one of {})",
-                        EVENT_TYPES.join(", ")
-                    ));
-                }
-            }
-        }
-        if self.max_data_size == Some(0) {
-            errors.push("audit.maxDataSize must be greater than 0".into());
-        }
-    }
-
+impl AuditSettings {
     fn max_data(&self) -> usize {
-        self.max_data_size.unwrap_or(10_000)
+        self.max_data_size
     }
 
     fn wants(&self, event: &str) -> bool {
-        self.enabled
-            && (self.event_types.is_empty() || self.event_types.iter().any(|t| t == event))
+        (self.event_types.is_empty() || self.event_types.iter().any(|t| t == event))
             && !self.exclude_event_types.iter().any(|t| t == event)
     }
 }
@@ -226,8 +189,7 @@ impl AuditSink for TracingSink {
 }
 
 struct Auditor {
-    config: AuditConfig,
-    component: String,
+    config: AuditSettings,
     sink: Arc<dyn AuditSink>,
 }
 
@@ -247,27 +209,22 @@ impl std::fmt::Debug for AuditLayer {
 
 impl AuditLayer {
     /// Audit into `sink`.
-    pub fn new(config: AuditConfig, sink: Arc<dyn AuditSink>) -> Self {
-        let component = config
-            .component
-            .clone()
-            .unwrap_or_else(|| "vmcp".to_owned());
+    pub fn new(settings: AuditSettings, sink: Arc<dyn AuditSink>) -> Self {
         Self {
             auditor: Arc::new(Auditor {
-                config,
-                component,
+                config: settings,
                 sink,
             }),
         }
     }
 
-    /// Audit into the configured `logFile`, or standard output.
-    pub fn from_config(config: AuditConfig) -> std::io::Result<Self> {
-        let sink: Arc<dyn AuditSink> = match &config.log_file {
+    /// Audit by appending to the file at `log_file`, or to standard output.
+    pub fn open(settings: AuditSettings, log_file: Option<&Path>) -> std::io::Result<Self> {
+        let sink: Arc<dyn AuditSink> = match log_file {
             Some(path) => Arc::new(WriterSink::append(path)?),
             None => Arc::new(StdoutSink),
         };
-        Ok(Self::new(config, sink))
+        Ok(Self::new(settings, sink))
     }
 
     /// Record an event that is not a request, such as a configuration reload
@@ -281,7 +238,7 @@ impl AuditLayer {
             kind,
             logged_at: &logged_at,
             outcome,
-            component: &self.auditor.component,
+            component: &self.auditor.config.component,
             subjects: Subjects {
                 user_id: None,
                 user: None,
@@ -359,12 +316,18 @@ fn event_type(method: Option<&str>, http: &http::Method) -> &'static str {
 }
 
 fn target_type(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "tools/list" => Some("tool"),
-        "prompts/get" | "prompts/list" => Some("prompt"),
-        "resources/read" | "resources/list" | "resources/templates/list" => Some("resource"),
-        _ => None,
-    }
+    let kind = CallKind::of_method(method).or_else(|| {
+        Some(match ListKind::of_method(method)? {
+            ListKind::Tools => CallKind::Tool,
+            ListKind::Prompts => CallKind::Prompt,
+            ListKind::Resources | ListKind::ResourceTemplates => CallKind::Resource,
+        })
+    })?;
+    Some(match kind {
+        CallKind::Tool => "tool",
+        CallKind::Prompt => "prompt",
+        CallKind::Resource => "resource",
+    })
 }
 
 const SECRET_WORDS: [&str; 8] = [
@@ -566,7 +529,7 @@ impl Pending {
             kind: event,
             logged_at: &logged_at,
             outcome,
-            component: &self.auditor.component,
+            component: &self.auditor.config.component,
             subjects: Subjects {
                 user_id: self.identity.as_ref().map(|i| i.subject.as_str()),
                 user: self
@@ -655,10 +618,6 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
-        if !self.auditor.config.enabled {
-            let future = self.inner.call(req);
-            return Box::pin(async move { Ok(future.await?.map(Body::new)) });
-        }
         req.extensions_mut()
             .insert(WorkflowAudit(Arc::new(workflow::StepAuditor(
                 self.auditor.clone(),
@@ -726,6 +685,16 @@ mod tests {
         assert!(!is_jsonrpc_error(
             br#"{"jsonrpc":"2.0","id":1,"error":null}"#
         ));
+    }
+
+    #[test]
+    fn target_types_follow_the_call_and_list_kinds() {
+        assert_eq!(target_type("tools/call"), Some("tool"));
+        assert_eq!(target_type("tools/list"), Some("tool"));
+        assert_eq!(target_type("prompts/get"), Some("prompt"));
+        assert_eq!(target_type("resources/templates/list"), Some("resource"));
+        assert_eq!(target_type("resources/subscribe"), Some("resource"));
+        assert_eq!(target_type("ping"), None);
     }
 
     #[test]

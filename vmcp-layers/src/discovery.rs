@@ -272,9 +272,9 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             match self.mode {
                 Mode::Ok => Box::pin(async { Ok(Arc::new(Empty) as Arc<dyn CatalogView>) }),
-                Mode::Fail => {
-                    Box::pin(async { Err(crate::context::DiscoveryError("backend down".into())) })
-                }
+                Mode::Fail => Box::pin(async {
+                    Err(crate::context::DiscoveryError::unavailable("backend down"))
+                }),
                 Mode::Hang => Box::pin(futures::future::pending()),
             }
         }

@@ -53,13 +53,11 @@ use tower_http::body::Limited;
 
 #[cfg(feature = "cedar")]
 use crate::annotations::AnnotationEnrichmentLayer;
-#[cfg(feature = "config")]
-use crate::audit::AuditConfig;
 #[cfg(feature = "audit")]
 use crate::audit::AuditLayer;
 use crate::auth::AuthLayer;
-#[cfg(feature = "config")]
-use crate::auth::{IncomingAuthConfig, JwtValidator};
+#[cfg(feature = "jwt")]
+use crate::auth::ResourceMetadata;
 #[cfg(feature = "cedar")]
 use crate::authz::AuthorizationLayer;
 #[cfg(feature = "cedar")]
@@ -74,16 +72,9 @@ use crate::parse::McpParseLayer;
 use crate::recovery::RecoveryLayer;
 #[cfg(feature = "otel")]
 use crate::telemetry::Telemetry;
-#[cfg(feature = "config")]
-use crate::telemetry::TelemetryConfig;
 
 /// The MCP service type inside the parsing step.
 pub type InnerService = BoxCloneSyncService<Request<Full<Bytes>>, Response<Body>, Infallible>;
-
-/// Why a stack could not be built from configuration; one message per problem.
-#[derive(Debug, thiserror::Error)]
-#[error("{}", .0.join("; "))]
-pub struct StackError(pub Vec<String>);
 
 /// Assembles the layers in order; see the [module docs](self).
 pub struct StackBuilder {
@@ -92,7 +83,8 @@ pub struct StackBuilder {
     #[cfg(feature = "audit")]
     audit: Option<AuditLayer>,
     auth: AuthLayer,
-    metadata: Option<axum::Router>,
+    #[cfg(feature = "jwt")]
+    metadata: Option<ResourceMetadata>,
     provider: Option<Arc<dyn CapabilityProvider>>,
     discovery_timeout: Option<Duration>,
     discovery_ttl: Option<Duration>,
@@ -125,6 +117,7 @@ impl StackBuilder {
             #[cfg(feature = "audit")]
             audit: None,
             auth: AuthLayer::anonymous(),
+            #[cfg(feature = "jwt")]
             metadata: None,
             provider: None,
             discovery_timeout: None,
@@ -133,63 +126,6 @@ impl StackBuilder {
             authorizer: None,
             #[cfg(feature = "otel")]
             telemetry: None,
-        }
-    }
-
-    #[cfg(feature = "config")]
-    /// The layers the configuration sections ask for. `server_name` is the Cedar
-    /// `MCP::"<name>"` parent.
-    pub fn from_config(
-        incoming_auth: Option<&IncomingAuthConfig>,
-        audit: Option<&AuditConfig>,
-        telemetry: Option<&TelemetryConfig>,
-        server_name: Option<&str>,
-    ) -> Result<Self, StackError> {
-        let mut builder = Self::new();
-        let mut errors = Vec::new();
-        if let Some(auth) = incoming_auth {
-            if auth.kind == "oidc"
-                && let Some(oidc) = &auth.oidc
-            {
-                let group_claim = auth
-                    .authz
-                    .as_ref()
-                    .and_then(|a| a.group_claim_name.as_deref());
-                match oidc.http_client() {
-                    Ok(http) => {
-                        let validator =
-                            Arc::new(JwtValidator::new(oidc.settings(group_claim), http));
-                        builder.auth = AuthLayer::jwt(validator, oidc.resource.clone());
-                        builder.metadata = Some(crate::auth::metadata_router(oidc, &builder.path));
-                    }
-                    Err(e) => errors.push(format!("incomingAuth.oidc.caBundlePath: {e}")),
-                }
-            }
-            if let Some(authz) = &auth.authz
-                && authz.is_cedar()
-            {
-                match authz.authorizer("incomingAuth.authz", server_name) {
-                    Ok(a) => builder.authorizer = Some(Arc::new(a)),
-                    Err(e) => errors.extend(e),
-                }
-            }
-        }
-        if let Some(audit) = audit.filter(|a| a.enabled) {
-            match AuditLayer::from_config(audit.clone()) {
-                Ok(layer) => builder.audit = Some(layer),
-                Err(e) => errors.push(format!("audit.logFile: {e}")),
-            }
-        }
-        if let Some(telemetry) = telemetry {
-            match Telemetry::from_config(telemetry) {
-                Ok(t) => builder.telemetry = Some(Arc::new(t)),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        if errors.is_empty() {
-            Ok(builder)
-        } else {
-            Err(StackError(errors))
         }
     }
 
@@ -215,6 +151,15 @@ impl StackBuilder {
     /// Authenticate with `layer`.
     pub fn auth(mut self, layer: AuthLayer) -> Self {
         self.auth = layer;
+        self
+    }
+
+    #[cfg(feature = "jwt")]
+    /// Serve the RFC 9728 protected-resource metadata (for bearer-token
+    /// authentication) at `/.well-known/oauth-protected-resource` and the same
+    /// suffixed with the MCP path.
+    pub fn resource_metadata(mut self, metadata: ResourceMetadata) -> Self {
+        self.metadata = Some(metadata);
         self
     }
 
@@ -308,10 +253,14 @@ impl StackBuilder {
 
         // The metadata's `resource` may come from the Host: only from a valid one.
         #[allow(unused_mut)]
-        let mut routes = self
-            .metadata
-            .map(|metadata| host_checked(metadata, self.headers.clone()))
-            .unwrap_or_default();
+        let mut routes = axum::Router::new();
+        #[cfg(feature = "jwt")]
+        if let Some(metadata) = &self.metadata {
+            routes = host_checked(
+                crate::auth::metadata_router(metadata, &self.path),
+                self.headers.clone(),
+            );
+        }
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &self.telemetry
             && telemetry.prometheus_text().is_some()
@@ -354,6 +303,7 @@ impl StackBuilder {
 }
 
 /// `routes` answer only requests whose `Host` `headers` accepts (else 403).
+#[cfg(feature = "jwt")]
 fn host_checked(routes: axum::Router, headers: HeaderValidationLayer) -> axum::Router {
     routes.route_layer(axum::middleware::from_fn(
         move |request: axum::extract::Request, next: axum::middleware::Next| {
@@ -591,7 +541,7 @@ impl Stack {
     }
 }
 
-#[cfg(all(test, feature = "config"))]
+#[cfg(all(test, feature = "cedar", feature = "audit", feature = "otel"))]
 mod tests {
     use super::*;
     use crate::context::{CatalogView, DiscoveryError, Identity, ToolInfo};
@@ -626,21 +576,27 @@ mod tests {
 
     #[test]
     fn the_documented_order() {
-        let yaml_auth: IncomingAuthConfig = serde_json::from_value(serde_json::json!({
-            "type": "anonymous",
-            "authz": {"type": "cedar", "policies": ["permit(principal, action, resource);"]}
-        }))
+        let policies = ["permit(principal, action, resource);".to_owned()];
+        let authorizer = CedarAuthorizer::from_sources(
+            &crate::authz::cedar::sources("authz", &policies, &[]),
+            crate::authz::cedar::CedarSettings::default(),
+        )
         .unwrap();
-        let telemetry = TelemetryConfig {
-            enable_prometheus_metrics_path: true,
-            ..TelemetryConfig::default()
-        };
-        let audit = AuditConfig::default();
-        let stack =
-            StackBuilder::from_config(Some(&yaml_auth), Some(&audit), Some(&telemetry), None)
-                .unwrap()
-                .provider(Arc::new(Nothing))
-                .build(echo());
+        let telemetry = Telemetry::new(&crate::telemetry::TelemetrySettings {
+            prometheus: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let audit = AuditLayer::new(
+            crate::audit::AuditSettings::default(),
+            Arc::new(crate::audit::StdoutSink),
+        );
+        let stack = StackBuilder::new()
+            .audit(audit)
+            .authorizer(Arc::new(authorizer))
+            .telemetry(Arc::new(telemetry))
+            .provider(Arc::new(Nothing))
+            .build(echo());
         assert_eq!(
             stack.layers(),
             [

@@ -132,16 +132,6 @@ impl CaBundle {
     }
 }
 
-/// Check an optional `caBundlePath`-style key at load time; the message starts with
-/// `field` (e.g. `backends[2].caBundlePath`).
-pub fn validate_ca_path(field: &str, path: Option<&Path>, errors: &mut Vec<String>) {
-    if let Some(path) = path
-        && let Err(e) = CaBundle::load(path)
-    {
-        errors.push(format!("{field}: {e}"));
-    }
-}
-
 /// Native and webpki roots, read once per process: reading the platform store touches
 /// the file system and is the same for every client.
 fn default_roots() -> &'static rustls::RootCertStore {

@@ -11,11 +11,11 @@
 use std::sync::Arc;
 
 use vmcp_layers::headers::HeaderValidationLayer;
-use vmcp_layers::stack::{Stack, StackBuilder, StackError};
+use vmcp_layers::stack::{Stack, StackBuilder};
 use vmcp_layers::switch::StackSwitch;
 
 use crate::aggregator::{Aggregator, CatalogProvider};
-use crate::config::VmcpConfig;
+use crate::config::{StackError, VmcpConfig, stack_builder};
 
 /// Why a reload was refused (nothing of it was applied).
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +59,7 @@ pub(crate) fn build(
             == serde_json::to_value(&config.telemetry).ok();
         same.then(|| stack.telemetry().cloned()).flatten()
     });
-    let mut builder = StackBuilder::from_config(
+    let mut builder = stack_builder(
         config.incoming_auth.as_ref(),
         config.audit.as_ref(),
         config.telemetry.as_ref().filter(|_| kept.is_none()),

@@ -11,13 +11,13 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tokio_util::sync::CancellationToken;
 use vmcp_layers::headers::HeaderValidationLayer;
-use vmcp_layers::stack::{Stack, StackBuilder, StackError};
+use vmcp_layers::stack::{Stack, StackBuilder};
 use vmcp_layers::switch::StackSwitch;
 
 use crate::aggregator::{Aggregator, CatalogProvider};
 use crate::backend::BackendRegistry;
 use crate::backend::HealthSettings;
-use crate::config::{ConfigError, Strategy, VmcpConfig};
+use crate::config::{ConfigError, StackError, Strategy, VmcpConfig, stack_builder};
 use crate::handler::VmcpHandler;
 use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
@@ -338,7 +338,7 @@ impl Vmcp {
         headers: HeaderValidationLayer,
     ) -> Result<Stack, StackError> {
         let config = self.aggregator().config();
-        let builder = StackBuilder::from_config(
+        let builder = stack_builder(
             config.incoming_auth.as_ref(),
             config.audit.as_ref(),
             config.telemetry.as_ref(),

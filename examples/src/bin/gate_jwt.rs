@@ -26,7 +26,7 @@ use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use tower::ServiceBuilder;
 use vmcp_examples::demo::{DemoBackend, DemoSpec};
-use vmcp_layers::auth::{AuthLayer, JwtValidator, OidcConfig, metadata_router};
+use vmcp_layers::auth::{AuthLayer, JwtSettings, JwtValidator, ResourceMetadata, metadata_router};
 use vmcp_layers::authz::AuthorizationLayer;
 use vmcp_layers::authz::cedar::{CedarAuthorizer, CedarSettings, sources};
 use vmcp_layers::gate::GateLayer;
@@ -55,15 +55,14 @@ async fn main() -> anyhow::Result<()> {
             Default::default(),
         );
 
-    let oidc = OidcConfig {
-        issuer,
-        audience,
-        ..OidcConfig::default()
-    };
     let validator = Arc::new(JwtValidator::new(
-        oidc.settings(None),
+        JwtSettings::new(&issuer, audience),
         reqwest::Client::new(),
     ));
+    let metadata = ResourceMetadata {
+        issuer,
+        ..ResourceMetadata::default()
+    };
     let policies = vec![
         r#"permit(principal in THVGroup::"admins", action == Action::"call_tool", resource);"#
             .to_owned(),
@@ -72,8 +71,7 @@ async fn main() -> anyhow::Result<()> {
     let cedar = CedarAuthorizer::from_sources(
         &sources("policies", &policies, &[]),
         CedarSettings::default(),
-    )
-    .map_err(|errors| anyhow::anyhow!(errors.join("; ")))?;
+    )?;
 
     let gated = ServiceBuilder::new()
         .layer(RecoveryLayer::new())
@@ -84,7 +82,7 @@ async fn main() -> anyhow::Result<()> {
         .service(server);
     let app = axum::Router::new()
         .route_service("/mcp", gated)
-        .merge(metadata_router(&oidc, "/mcp"));
+        .merge(metadata_router(&metadata, "/mcp"));
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:8081").await?;
     tracing::info!("gated MCP server on http://127.0.0.1:8081/mcp");

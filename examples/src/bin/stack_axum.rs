@@ -15,13 +15,12 @@
 
 use std::sync::Arc;
 
-use vmcp_layers::audit::AuditConfig;
-use vmcp_layers::auth::IncomingAuthConfig;
-use vmcp_layers::authz::AuthzConfig;
 use vmcp_layers::headers::HeaderValidationLayer;
-use vmcp_layers::telemetry::TelemetryConfig;
 use vmcp_service::Vmcp;
-use vmcp_service::config::{BackendConfig, VmcpConfig, validate};
+use vmcp_service::config::{
+    AuditConfig, AuthType, AuthzConfig, AuthzType, BackendConfig, IncomingAuthConfig,
+    TelemetryConfig, VmcpConfig, validate,
+};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -44,10 +43,10 @@ async fn main() -> anyhow::Result<()> {
             ..BackendConfig::default()
         }],
         incoming_auth: Some(IncomingAuthConfig {
-            kind: "anonymous".to_owned(),
+            kind: AuthType::Anonymous.into(),
             oidc: None,
             authz: Some(AuthzConfig {
-                kind: "cedar".to_owned(),
+                kind: AuthzType::Cedar.into(),
                 policies: vec![
                     r#"permit(principal, action == Action::"call_tool", resource)
                        when { context.annotations has readOnlyHint && context.annotations.readOnlyHint };"#

@@ -72,7 +72,7 @@ impl WorkflowAuditor for StepAuditor {
             kind: STEP_EVENT,
             logged_at: &logged_at,
             outcome: step.outcome,
-            component: &auditor.component,
+            component: &auditor.config.component,
             subjects: Subjects {
                 user_id: step.identity.map(|i| i.subject.as_str()),
             },

@@ -31,8 +31,8 @@ pub struct JwtSettings {
     pub issuer: String,
     /// The expected `aud` (one of the token's audiences).
     pub audience: String,
-    /// Where the keys are; `None`: discovered from the issuer.
-    pub jwks_url: Option<String>,
+    /// Where the keys are.
+    pub jwks: JwksSource,
     /// Clock skew tolerated on `exp` and `nbf`.
     pub leeway: Duration,
     /// The claim holding group names (`Identity::groups`).
@@ -52,7 +52,7 @@ impl JwtSettings {
         Self {
             issuer: issuer.into(),
             audience: audience.into(),
-            jwks_url: None,
+            jwks: JwksSource::Discover,
             leeway: Duration::from_secs(30),
             group_claim: "groups".to_owned(),
             refresh_min_interval: Duration::from_secs(10),
@@ -60,6 +60,16 @@ impl JwtSettings {
             cache_capacity: 10_000,
         }
     }
+}
+
+/// Where a [`JwtValidator`] finds the issuer's keys.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum JwksSource {
+    /// The `jwks_uri` of the issuer's `/.well-known/openid-configuration`.
+    #[default]
+    Discover,
+    /// This JWKS URL, skipping discovery.
+    Url(String),
 }
 
 /// Why a token was refused. The text is safe to show the client.
@@ -195,7 +205,10 @@ impl JwtValidator {
         Self {
             fetch: tokio::sync::Mutex::new(FetchState {
                 last_attempt: None,
-                jwks_uri: settings.jwks_url.clone(),
+                jwks_uri: match &settings.jwks {
+                    JwksSource::Discover => None,
+                    JwksSource::Url(url) => Some(url.clone()),
+                },
             }),
             fixed: false,
             settings,

@@ -26,13 +26,13 @@
 //! # });
 //! ```
 
-#[cfg(feature = "config")]
-mod config;
 #[cfg(feature = "jwt")]
 pub mod jwt;
+#[cfg(feature = "jwt")]
+mod metadata;
 
-#[cfg(feature = "config")]
-pub use config::{IncomingAuthConfig, OidcConfig, metadata_router};
+#[cfg(feature = "jwt")]
+pub use metadata::{ResourceMetadata, metadata_router};
 
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -49,7 +49,7 @@ use crate::context::Identity;
 #[cfg(feature = "jwt")]
 use crate::jsonrpc;
 #[cfg(feature = "jwt")]
-pub use jwt::{JwtError, JwtSettings, JwtValidator};
+pub use jwt::{JwksSource, JwtError, JwtSettings, JwtValidator};
 
 #[derive(Debug)]
 enum Authenticator {

@@ -34,12 +34,8 @@ use serde_json::{Map, Value};
 
 use crate::context::{CallKind, Identity, ListKind, ToolAnnotations};
 
+pub use super::error::{AuthzError, PolicyError, PolicyErrors};
 pub use super::policies::{PolicySource, load_policies, sources};
-
-/// Why an authorization decision could not be made (fails closed).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("authorization error: {0}")]
-pub struct AuthzError(pub String);
 
 /// What a decision is about.
 #[derive(Debug, Clone, Copy)]
@@ -240,10 +236,10 @@ impl CedarAuthorizer {
     /// An authorizer over `policies`.
     pub fn new(policies: PolicySet, settings: CedarSettings) -> Result<Self, AuthzError> {
         let group_type = EntityTypeName::from_str(&settings.group_entity_type).map_err(|e| {
-            AuthzError(format!(
-                "groupEntityType {:?} is not a Cedar type name: {e}",
-                settings.group_entity_type
-            ))
+            AuthzError::GroupEntityType {
+                name: settings.group_entity_type.clone(),
+                source: e.into(),
+            }
         })?;
         let action = |name: &str| uid("Action", name);
         Ok(Self {
@@ -269,9 +265,9 @@ impl CedarAuthorizer {
     pub fn from_sources(
         sources: &[PolicySource],
         settings: CedarSettings,
-    ) -> Result<Self, Vec<String>> {
+    ) -> Result<Self, PolicyErrors> {
         let policies = load_policies(sources)?;
-        Self::new(policies, settings).map_err(|e| vec![e.0])
+        Self::new(policies, settings).map_err(|e| PolicyErrors(vec![PolicyError::Settings(e)]))
     }
 
     /// How many policies are loaded.
@@ -313,7 +309,7 @@ impl CedarAuthorizer {
             attrs.insert("claims".to_owned(), claims);
         }
         let entity = Entity::new(principal.clone(), attrs, parents)
-            .map_err(|e| AuthzError(format!("principal entity: {e}")))?;
+            .map_err(|e| AuthzError::Principal(e.into()))?;
         entities.push(entity);
         Ok(Principal {
             uid: principal,
@@ -390,7 +386,7 @@ impl CedarAuthorizer {
         }
         entities.push(
             Entity::new(resource.clone(), attrs, parents)
-                .map_err(|e| AuthzError(format!("resource entity: {e}")))?,
+                .map_err(|e| AuthzError::Resource(e.into()))?,
         );
         let built = Arc::new((resource, entities));
         if self.resources.len() >= RESOURCE_CACHE {
@@ -433,7 +429,7 @@ impl CedarAuthorizer {
             context,
             None,
         )
-        .map_err(|e| AuthzError(format!("request: {e}")))?;
+        .map_err(|e| AuthzError::Request(e.into()))?;
         let response = self
             .authorizer
             .is_authorized(&request, &self.policies, entities);
@@ -463,8 +459,7 @@ impl CedarAuthorizer {
             CallKind::Resource => &self.actions.read_resource,
         };
         let empty = Map::new();
-        let arguments = record(arguments.unwrap_or(&empty), 0)
-            .ok_or_else(|| AuthzError("arguments could not be converted".into()))?;
+        let arguments = record(arguments.unwrap_or(&empty), 0).ok_or(AuthzError::Arguments)?;
         let annotations = match &target {
             Target::Tool { annotations, .. } => annotations_record(annotations),
             _ => annotations_record(&ToolAnnotations::default()),
@@ -473,7 +468,7 @@ impl CedarAuthorizer {
             ("arguments".to_owned(), arguments),
             ("annotations".to_owned(), annotations),
         ])
-        .map_err(|e| AuthzError(format!("context: {e}")))?;
+        .map_err(|e| AuthzError::Context(e.into()))?;
         let resource = self.resource(&key, &target)?;
         let entities = if argument_free {
             Arc::new(build_entities(&cached.principal, &resource)?)
@@ -539,7 +534,7 @@ fn build_entities(
         principal.entities.iter().chain(resource.1.iter()).cloned(),
         None,
     )
-    .map_err(|e| AuthzError(format!("entities: {e}")))
+    .map_err(|e| AuthzError::Entities(e.into()))
 }
 
 #[cfg(test)]

@@ -32,17 +32,14 @@
 //! ```
 
 pub mod cedar;
+mod error;
 mod policies;
 
-#[cfg(feature = "config")]
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
 use http::{Request, Response};
-#[cfg(feature = "config")]
-use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
 use crate::context::{
@@ -51,94 +48,7 @@ use crate::context::{
 };
 pub use crate::future::ResponseFuture;
 use crate::prerequisite;
-#[cfg(feature = "config")]
-use cedar::CedarSettings;
 use cedar::{CedarAuthorizer, Target};
-
-#[cfg(feature = "config")]
-/// `incomingAuth.authz:` — authorization policies.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct AuthzConfig {
-    /// `cedar` or `none`.
-    #[serde(rename = "type", default)]
-    pub kind: String,
-    /// Inline Cedar policies, one or more per string.
-    #[serde(default)]
-    pub policies: Vec<String>,
-    /// `.cedar` files of policies.
-    #[serde(default)]
-    pub policy_files: Vec<PathBuf>,
-    /// The claim listing the caller's groups (default `groups`).
-    #[serde(default)]
-    pub group_claim_name: Option<String>,
-    /// A claim listing the caller's roles, also used as parents.
-    #[serde(default)]
-    pub role_claim_name: Option<String>,
-    /// The Cedar entity type of groups and roles (default `THVGroup`).
-    #[serde(default)]
-    pub group_entity_type: Option<String>,
-}
-
-#[cfg(feature = "config")]
-impl AuthzConfig {
-    /// Whether Cedar authorization is configured.
-    pub fn is_cedar(&self) -> bool {
-        self.kind == "cedar"
-    }
-
-    /// Check the section; policies are parsed, and errors name the policy's location.
-    pub fn validate(&self, prefix: &str, errors: &mut Vec<String>) {
-        match self.kind.as_str() {
-            "none" => {}
-            "cedar" => {
-                if self.policies.is_empty() && self.policy_files.is_empty() {
-                    errors.push(format!(
-                        "{prefix}.policies (or policyFiles) is required when type is \"cedar\""
-                    ));
-                } else if let Err(problems) = self.authorizer(prefix, None) {
-                    errors.extend(problems);
-                }
-            }
-            "" => errors.push(format!("{prefix}.type is required (\"cedar\" or \"none\")")),
-            other => errors.push(format!(
-                "{prefix}.type must be \"cedar\" or \"none\" (got {other:?})"
-            )),
-        }
-    }
-
-    /// Build the Cedar authorizer (`server_name` becomes `MCP::"<name>"`).
-    pub fn authorizer(
-        &self,
-        prefix: &str,
-        server_name: Option<&str>,
-    ) -> Result<CedarAuthorizer, Vec<String>> {
-        let settings = CedarSettings {
-            group_entity_type: self
-                .group_entity_type
-                .clone()
-                .unwrap_or_else(|| "THVGroup".to_owned()),
-            role_claim: self.role_claim_name.clone(),
-            server_name: server_name.map(str::to_owned),
-        };
-        CedarAuthorizer::from_sources(
-            &cedar::sources(prefix, &self.policies, &self.policy_files),
-            settings,
-        )
-        .map_err(|errors| {
-            errors
-                .into_iter()
-                .map(|e| {
-                    if e.starts_with(prefix) {
-                        e
-                    } else {
-                        format!("{prefix}: {e}")
-                    }
-                })
-                .collect()
-        })
-    }
-}
 
 /// Per-item admission for one caller, over the shared authorizer.
 struct IdentityAdmission {

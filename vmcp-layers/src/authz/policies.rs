@@ -6,6 +6,8 @@ use std::str::FromStr;
 
 use cedar_policy::{Policy, PolicyId, PolicySet};
 
+use super::error::{PolicyError, PolicyErrors};
+
 /// Where a policy came from, for startup errors.
 #[derive(Debug, Clone)]
 pub enum PolicySource {
@@ -27,7 +29,7 @@ pub enum PolicySource {
 
 /// Parse policies, naming each by its location (or its `@id` annotation).
 /// Errors name the location: `incomingAuth.authz.policies[1]: …`.
-pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>> {
+pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, PolicyErrors> {
     let mut set = PolicySet::new();
     let mut errors = Vec::new();
     for source in sources {
@@ -35,8 +37,12 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
             PolicySource::Inline { field, text } => (field.clone(), text.clone()),
             PolicySource::File { field, path } => match std::fs::read_to_string(path) {
                 Ok(text) => (format!("{field} ({})", path.display()), text),
-                Err(e) => {
-                    errors.push(format!("{field}: cannot read {}: {e}", path.display()));
+                Err(source) => {
+                    errors.push(PolicyError::Read {
+                        field: field.clone(),
+                        path: path.clone(),
+                        source,
+                    });
                     continue;
                 }
             },
@@ -45,20 +51,22 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
             Ok(parsed) => parsed,
             Err(e) => {
                 let detail: Vec<String> = e.iter().map(|e| e.to_string()).collect();
-                errors.push(format!(
-                    "{field}: invalid Cedar policy: {}",
-                    detail.join("; ")
-                ));
+                errors.push(PolicyError::Invalid {
+                    field,
+                    detail: detail.join("; "),
+                });
                 continue;
             }
         };
         if parsed.templates().next().is_some() {
-            errors.push(format!("{field}: policy templates are not supported"));
+            errors.push(PolicyError::Template { field });
             continue;
         }
         let policies: Vec<&Policy> = parsed.policies().collect();
         if policies.is_empty() {
-            errors.push(format!("{field}: contains no policy"));
+            errors.push(PolicyError::Empty {
+                field: field.clone(),
+            });
         }
         let many = policies.len() > 1;
         for (k, policy) in policies.into_iter().enumerate() {
@@ -67,15 +75,18 @@ pub fn load_policies(sources: &[PolicySource]) -> Result<PolicySet, Vec<String>>
                 None if many => format!("{field}#{k}"),
                 None => field.clone(),
             };
-            if let Err(e) = set.add(policy.new_id(PolicyId::new(&id))) {
-                errors.push(format!("{field}: {e}"));
+            if let Err(source) = set.add(policy.new_id(PolicyId::new(&id))) {
+                errors.push(PolicyError::Conflict {
+                    field: field.clone(),
+                    source: Box::new(source),
+                });
             }
         }
     }
     if errors.is_empty() {
         Ok(set)
     } else {
-        Err(errors)
+        Err(PolicyErrors(errors))
     }
 }
 
@@ -114,7 +125,11 @@ mod tests {
             ],
             &[PathBuf::from("/nonexistent/x.cedar")],
         );
-        let errors = load_policies(&sources).unwrap_err();
+        let errors: Vec<String> = load_policies(&sources)
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert!(
             errors[0].starts_with("incomingAuth.authz.policies[1]: invalid Cedar policy"),

@@ -7,12 +7,12 @@
 //! use axum::body::Body;
 //! use http::{Request, Response};
 //! use tower::{ServiceBuilder, ServiceExt};
-//! use vmcp_layers::telemetry::{Telemetry, TelemetryConfig};
+//! use vmcp_layers::telemetry::{Telemetry, TelemetrySettings};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let telemetry = Telemetry::from_config(&TelemetryConfig {
-//!     enable_prometheus_metrics_path: true,
-//!     ..TelemetryConfig::default()
+//! let telemetry = Telemetry::new(&TelemetrySettings {
+//!     prometheus: true,
+//!     ..TelemetrySettings::default()
 //! }).unwrap();
 //! let service = ServiceBuilder::new()
 //!     .layer(telemetry.layer())
@@ -43,111 +43,70 @@ use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
-use serde::{Deserialize, Serialize};
 use tower::{Layer, Service};
 
 use crate::body::ObservedBody;
 use crate::context::{
-    BackendCallScope, BackendCalls, BackendObserver, BackendTarget, ParsedMcpRequest,
+    BackendCallScope, BackendCalls, BackendObserver, BackendTarget, CallKind, ParsedMcpRequest,
 };
 pub use metrics::Metrics;
 
-/// A sampling rate written as a number or a string (`"0.1"`, as the reference does).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
-#[serde(untagged)]
-pub enum SamplingRate {
-    /// `0.1`
-    Number(f64),
-    /// `"0.1"`
-    Text(String),
-}
-
-impl SamplingRate {
-    /// The rate, if it is a number in `[0, 1]`.
-    pub fn value(&self) -> Option<f64> {
-        let v = match self {
-            SamplingRate::Number(n) => *n,
-            SamplingRate::Text(t) => t.trim().parse().ok()?,
-        };
-        (0.0..=1.0).contains(&v).then_some(v)
-    }
-}
-
-/// `telemetry:` — OpenTelemetry and Prometheus.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[cfg_attr(feature = "config", derive(schemars::JsonSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct TelemetryConfig {
+/// What the telemetry pipeline exports. The gateway's `telemetry:` section
+/// (`vmcp_service::config::TelemetryConfig`) is translated into this.
+#[derive(Debug, Clone)]
+pub struct TelemetrySettings {
     /// The OTLP/HTTP collector, e.g. `http://127.0.0.1:4318` (`/v1/traces` and
-    /// `/v1/metrics` are appended when the URL has no path). Without a scheme,
-    /// `http://` is assumed.
-    #[serde(default)]
+    /// `/v1/metrics` are appended when the URL has no path; without a scheme,
+    /// `http://` is assumed). Nothing is exported without it.
     pub endpoint: Option<String>,
-    /// `service.name` (default `vmcp`).
-    #[serde(default)]
-    pub service_name: Option<String>,
-    /// `service.version` (default the crate version).
-    #[serde(default)]
-    pub service_version: Option<String>,
+    /// `service.name`.
+    pub service_name: String,
+    /// `service.version`.
+    pub service_version: String,
     /// Export traces.
-    #[serde(default)]
-    pub tracing_enabled: bool,
+    pub tracing: bool,
     /// Export metrics over OTLP.
-    #[serde(default)]
-    pub metrics_enabled: bool,
-    /// Fraction of traces sampled (default 1.0); a caller's sampled parent is honoured.
-    #[serde(default)]
-    pub sampling_rate: Option<SamplingRate>,
+    pub metrics: bool,
+    /// Fraction of traces sampled, in `[0, 1]`; a caller's sampled parent is honoured.
+    pub sampling_rate: f64,
     /// Extra HTTP headers for the collector (e.g. an API key).
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// Serve Prometheus text at `/metrics`.
-    #[serde(default)]
-    pub enable_prometheus_metrics_path: bool,
+    /// Keep Prometheus text for `/metrics`.
+    pub prometheus: bool,
     /// Extra resource attributes.
-    #[serde(default)]
     pub custom_attributes: BTreeMap<String, String>,
-    /// How often metrics are pushed (default 60s).
-    #[serde(default, with = "humantime_serde")]
-    #[cfg_attr(feature = "config", schemars(with = "Option<String>"))]
-    pub metrics_interval: Option<Duration>,
-    /// Extra CA certificates (PEM, absolute path) trusted for an `https://` collector,
-    /// besides the platform and webpki roots (the reference's key name).
-    #[serde(default)]
-    pub ca_cert_path: Option<std::path::PathBuf>,
+    /// How often metrics are pushed.
+    pub metrics_interval: Duration,
+    /// Extra CA certificates trusted for an `https://` collector, besides the
+    /// platform and webpki roots.
+    pub ca_bundle: Option<crate::tls::CaBundle>,
 }
 
-impl TelemetryConfig {
-    /// Check the section; messages name the field (`telemetry.samplingRate …`).
-    pub fn validate(&self, errors: &mut Vec<String>) {
-        if let Some(rate) = &self.sampling_rate
-            && rate.value().is_none()
-        {
-            errors.push("telemetry.samplingRate must be a number between 0 and 1".into());
+impl Default for TelemetrySettings {
+    /// Nothing exported, no Prometheus; service `vmcp` at this crate's version,
+    /// every trace sampled, metrics pushed every 60 s.
+    fn default() -> Self {
+        Self {
+            endpoint: None,
+            service_name: "vmcp".to_owned(),
+            service_version: env!("CARGO_PKG_VERSION").to_owned(),
+            tracing: false,
+            metrics: false,
+            sampling_rate: 1.0,
+            headers: BTreeMap::new(),
+            prometheus: false,
+            custom_attributes: BTreeMap::new(),
+            metrics_interval: Duration::from_secs(60),
+            ca_bundle: None,
         }
-        if (self.tracing_enabled || self.metrics_enabled) && self.endpoint.is_none() {
-            errors.push(
-                "telemetry.endpoint is required when tracingEnabled or metricsEnabled is true"
-                    .into(),
-            );
-        }
-        if let Some(endpoint) = &self.endpoint
-            && reqwest::Url::parse(&normalize(endpoint)).is_err()
-        {
-            errors.push(format!("telemetry.endpoint {endpoint:?} is not a URL"));
-        }
-        if self.metrics_interval.is_some_and(|d| d.is_zero()) {
-            errors.push("telemetry.metricsInterval must be greater than 0".into());
-        }
-        crate::tls::validate_ca_path("telemetry.caCertPath", self.ca_cert_path.as_deref(), errors);
     }
 }
 
 /// Bound on one OTLP export (the OpenTelemetry default).
 const OTLP_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn normalize(endpoint: &str) -> String {
+/// The collector URL `endpoint` stands for: `http://` is assumed without a scheme.
+pub fn normalize_endpoint(endpoint: &str) -> String {
     if endpoint.contains("://") {
         endpoint.to_owned()
     } else {
@@ -157,7 +116,7 @@ fn normalize(endpoint: &str) -> String {
 
 /// `endpoint` + `/v1/<signal>` unless the endpoint already has a path.
 fn signal_url(endpoint: &str, signal: &str) -> String {
-    let endpoint = normalize(endpoint);
+    let endpoint = normalize_endpoint(endpoint);
     match reqwest::Url::parse(&endpoint) {
         Ok(url) if url.path() == "/" || url.path().is_empty() => {
             format!("{}/v1/{signal}", endpoint.trim_end_matches('/'))
@@ -190,53 +149,50 @@ impl std::fmt::Debug for Telemetry {
 
 /// Why the telemetry pipeline could not be built.
 #[derive(Debug, thiserror::Error)]
-#[error("telemetry: {0}")]
-pub struct TelemetryError(String);
+pub enum TelemetryError {
+    /// The HTTPS client for the collector could not be built.
+    #[error("telemetry: {0}")]
+    Client(#[from] crate::tls::TlsError),
+    /// The OTLP span exporter could not be built.
+    #[error("telemetry: the OTLP trace exporter cannot be built: {0}")]
+    TraceExporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    /// The OTLP metric exporter could not be built.
+    #[error("telemetry: the OTLP metric exporter cannot be built: {0}")]
+    MetricExporter(#[source] opentelemetry_otlp::ExporterBuildError),
+}
 
 impl Telemetry {
-    /// Build the pipeline for `config`.
-    pub fn from_config(config: &TelemetryConfig) -> Result<Self, TelemetryError> {
+    /// Build the pipeline for `settings`.
+    pub fn new(settings: &TelemetrySettings) -> Result<Self, TelemetryError> {
         let mut attributes = vec![KeyValue::new(
             "service.version",
-            config
-                .service_version
-                .clone()
-                .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_owned()),
+            settings.service_version.clone(),
         )];
         attributes.extend(
-            config
+            settings
                 .custom_attributes
                 .iter()
                 .map(|(k, v)| KeyValue::new(k.clone(), v.clone())),
         );
         let resource = opentelemetry_sdk::Resource::builder()
-            .with_service_name(config.service_name.clone().unwrap_or_else(|| "vmcp".into()))
+            .with_service_name(settings.service_name.clone())
             .with_attributes(attributes)
             .build();
-        let headers: HashMap<String, String> = config
+        let headers: HashMap<String, String> = settings
             .headers
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let endpoint = config.endpoint.as_deref();
+        let endpoint = settings.endpoint.as_deref();
         // One client for both signals, built only when something is exported.
         let http = match endpoint {
-            Some(_) if config.tracing_enabled || config.metrics_enabled => {
-                let bundle = config
-                    .ca_cert_path
-                    .as_deref()
-                    .map(crate::tls::CaBundle::load)
-                    .transpose()
-                    .map_err(|e| TelemetryError(format!("telemetry.caCertPath: {e}")))?;
-                Some(
-                    crate::tls::blocking_http_client(OTLP_TIMEOUT, bundle.as_ref())
-                        .map_err(|e| TelemetryError(format!("telemetry: {e}")))?,
-                )
-            }
+            Some(_) if settings.tracing || settings.metrics => Some(
+                crate::tls::blocking_http_client(OTLP_TIMEOUT, settings.ca_bundle.as_ref())?,
+            ),
             _ => None,
         };
         let tracer_provider = match (endpoint, &http) {
-            (Some(endpoint), Some(http)) if config.tracing_enabled => {
+            (Some(endpoint), Some(http)) if settings.tracing => {
                 let exporter = opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -244,17 +200,12 @@ impl Telemetry {
                     .with_http_client(http.clone())
                     .with_headers(headers.clone())
                     .build()
-                    .map_err(|e| TelemetryError(e.to_string()))?;
-                let rate = config
-                    .sampling_rate
-                    .as_ref()
-                    .and_then(SamplingRate::value)
-                    .unwrap_or(1.0);
+                    .map_err(TelemetryError::TraceExporter)?;
                 Some(
                     SdkTracerProvider::builder()
                         .with_batch_exporter(exporter)
                         .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-                            rate,
+                            settings.sampling_rate,
                         ))))
                         .with_resource(resource.clone())
                         .build(),
@@ -263,7 +214,7 @@ impl Telemetry {
             _ => None,
         };
         let meter_provider = match (endpoint, &http) {
-            (Some(endpoint), Some(http)) if config.metrics_enabled => {
+            (Some(endpoint), Some(http)) if settings.metrics => {
                 let exporter = opentelemetry_otlp::MetricExporter::builder()
                     .with_http()
                     .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -271,9 +222,9 @@ impl Telemetry {
                     .with_http_client(http.clone())
                     .with_headers(headers)
                     .build()
-                    .map_err(|e| TelemetryError(e.to_string()))?;
+                    .map_err(TelemetryError::MetricExporter)?;
                 let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
-                    .with_interval(config.metrics_interval.unwrap_or(Duration::from_secs(60)))
+                    .with_interval(settings.metrics_interval)
                     .build();
                 Some(
                     SdkMeterProvider::builder()
@@ -289,7 +240,7 @@ impl Telemetry {
             .map(|p| opentelemetry::metrics::MeterProvider::meter(p, "vmcp"));
         let shared = Arc::new(Shared {
             tracer: tracer_provider.as_ref().map(|p| p.tracer("vmcp")),
-            metrics: Metrics::new(meter.as_ref(), config.enable_prometheus_metrics_path),
+            metrics: Metrics::new(meter.as_ref(), settings.prometheus),
         });
         Ok(Self {
             shared,
@@ -509,17 +460,14 @@ where
             };
             let mut attributes = vec![KeyValue::new("mcp.method.name", method.to_string())];
             if let Some(p) = &parsed {
-                match (p.method.as_str(), p.target()) {
-                    ("tools/call", Some(t)) => {
-                        attributes.push(KeyValue::new("gen_ai.tool.name", t.to_owned()))
-                    }
-                    ("prompts/get", Some(t)) => {
-                        attributes.push(KeyValue::new("gen_ai.prompt.name", t.to_owned()))
-                    }
-                    ("resources/read", Some(t)) => {
-                        attributes.push(KeyValue::new("mcp.resource.uri", t.to_owned()))
-                    }
-                    _ => {}
+                let key = match CallKind::of_method(&p.method) {
+                    Some(CallKind::Tool) => Some("gen_ai.tool.name"),
+                    Some(CallKind::Prompt) => Some("gen_ai.prompt.name"),
+                    Some(CallKind::Resource) => Some("mcp.resource.uri"),
+                    None => None,
+                };
+                if let (Some(key), Some(target)) = (key, p.target()) {
+                    attributes.push(KeyValue::new(key, target.to_owned()));
                 }
                 if let Some(revision) = p.revision {
                     attributes.push(KeyValue::new("mcp.protocol.version", revision.as_str()));
@@ -586,19 +534,5 @@ mod tests {
             signal_url("http://c/custom/path", "traces"),
             "http://c/custom/path"
         );
-    }
-
-    #[test]
-    fn sampling_rates() {
-        assert_eq!(SamplingRate::Text("0.1".into()).value(), Some(0.1));
-        assert_eq!(SamplingRate::Number(2.0).value(), None);
-        let mut errors = Vec::new();
-        TelemetryConfig {
-            tracing_enabled: true,
-            sampling_rate: Some(SamplingRate::Text("x".into())),
-            ..TelemetryConfig::default()
-        }
-        .validate(&mut errors);
-        assert_eq!(errors.len(), 2, "{errors:?}");
     }
 }

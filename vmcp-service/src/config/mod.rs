@@ -4,16 +4,22 @@
 //! migrating user keeps the parts this project implements. Keys this project does
 //! not implement yet are reported as warnings by [`load_str`], never silently taken.
 
+mod audit;
+mod authz;
 pub mod composite;
 mod composite_check;
 mod hints;
+mod incoming;
 mod limits;
 mod outgoing;
 mod parked;
 pub mod schema;
 mod sessions;
 mod spelling;
+mod stack;
 mod stdio;
+mod telemetry;
+mod type_key;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -22,8 +28,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use audit::AuditConfig;
+pub use authz::{Authz, AuthzConfig, AuthzType};
 pub(crate) use composite_check::step_tools as composite_step_tools;
 pub use hints::ignored_key_warning;
+pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, OidcConfig};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret,
@@ -33,7 +42,10 @@ pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use sessions::{
     DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
 };
+pub use stack::{StackError, StackProblem, stack_builder};
 pub use stdio::{EnvValue, find_executable};
+pub use telemetry::{SamplingRate, TelemetryConfig};
+pub use type_key::TypeKey;
 pub use validate::{ConfigError, validate};
 
 /// The whole configuration file.
@@ -57,13 +69,13 @@ pub struct VmcpConfig {
     pub operational: OperationalConfig,
     /// How callers authenticate, and what they may do (`authz`).
     #[serde(default)]
-    pub incoming_auth: Option<vmcp_layers::auth::IncomingAuthConfig>,
+    pub incoming_auth: Option<IncomingAuthConfig>,
     /// The audit log.
     #[serde(default)]
-    pub audit: Option<vmcp_layers::audit::AuditConfig>,
+    pub audit: Option<AuditConfig>,
     /// OpenTelemetry and Prometheus.
     #[serde(default)]
-    pub telemetry: Option<vmcp_layers::telemetry::TelemetryConfig>,
+    pub telemetry: Option<TelemetryConfig>,
     /// How the gateway authenticates to backends.
     #[serde(default)]
     pub outgoing_auth: Option<OutgoingAuthConfig>,
@@ -373,10 +385,7 @@ impl VmcpConfig {
     /// Whether `/status`, `/ui` and `/ui/events` require the `/mcp` bearer token:
     /// `status.requireAuth`, by default on exactly when `incomingAuth` is `oidc`.
     pub fn status_requires_auth(&self) -> bool {
-        let oidc = self
-            .incoming_auth
-            .as_ref()
-            .is_some_and(|a| a.kind == "oidc");
+        let oidc = self.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
         self.status.require_auth.unwrap_or(oidc)
     }
 

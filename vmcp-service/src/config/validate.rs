@@ -33,6 +33,20 @@ const ANNOTATION_KEYS: [&str; 5] = [
     "openWorldHint",
 ];
 
+/// Check an optional `caBundlePath`-style key at load time; the message starts with
+/// `field` (e.g. `backends[2].caBundlePath`).
+pub(crate) fn validate_ca_path(
+    field: &str,
+    path: Option<&std::path::Path>,
+    errors: &mut Vec<String>,
+) {
+    if let Some(path) = path
+        && let Err(e) = vmcp_layers::tls::CaBundle::load(path)
+    {
+        errors.push(format!("{field}: {e}"));
+    }
+}
+
 /// Check a parsed configuration; returns every problem found.
 pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     let mut errors = Vec::new();
@@ -65,7 +79,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         if !stdio {
             super::stdio::check(&field, backend, &mut errors);
         }
-        vmcp_layers::tls::validate_ca_path(
+        validate_ca_path(
             &format!("{field}.caBundlePath"),
             backend.ca_bundle_path.as_deref(),
             &mut errors,
@@ -213,10 +227,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     }
     config.operational.sessions.validate(&mut errors);
     config.operational.parked_calls.validate(&mut errors);
-    let oidc = config
-        .incoming_auth
-        .as_ref()
-        .is_some_and(|a| a.kind == "oidc");
+    let oidc = config.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
     if config.status.require_auth == Some(true) && !oidc {
         errors.push(
             "status.requireAuth needs incomingAuth.type \"oidc\" (no token to check otherwise)"

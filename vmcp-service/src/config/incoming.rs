@@ -1,13 +1,14 @@
-//! `incomingAuth:` — the YAML model of authentication and authorization, its
-//! validation, and the protected-resource metadata routes it describes.
+//! `incomingAuth:` — how callers authenticate: the YAML model, its validation with
+//! field paths, and the typed view ([`IncomingAuth`]) the stack is built from.
 
 use std::time::Duration;
 
-use http::{HeaderMap, header};
 use serde::{Deserialize, Serialize};
+use vmcp_layers::auth::{JwksSource, JwtSettings, ResourceMetadata};
+use vmcp_layers::tls::{CaBundle, TlsError};
 
-use super::jwt::JwtSettings;
-use crate::authz::AuthzConfig;
+use super::authz::AuthzConfig;
+use super::type_key::TypeKey;
 
 /// `incomingAuth:` — how callers authenticate, and (`authz`) what they may do.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -15,13 +16,34 @@ use crate::authz::AuthzConfig;
 pub struct IncomingAuthConfig {
     /// `anonymous` or `oidc`.
     #[serde(rename = "type", default)]
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub kind: TypeKey<AuthType>,
     /// OIDC/JWT settings, required when `type` is `oidc`.
     #[serde(default)]
     pub oidc: Option<OidcConfig>,
     /// Authorization policies.
     #[serde(default)]
     pub authz: Option<AuthzConfig>,
+}
+
+/// The spellings of `incomingAuth.type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthType {
+    /// Every caller is anonymous.
+    Anonymous,
+    /// Bearer JWTs from an OIDC issuer.
+    Oidc,
+}
+
+/// How callers authenticate, once the section is consistent: an OIDC section
+/// exists exactly when it is used.
+#[derive(Debug, Clone, Copy)]
+pub enum IncomingAuth<'a> {
+    /// Every caller is anonymous.
+    Anonymous,
+    /// Bearer JWTs from this issuer.
+    Oidc(&'a OidcConfig),
 }
 
 /// `incomingAuth.oidc:` — the token issuer.
@@ -77,14 +99,16 @@ fn is_loopback_url(url: &str) -> bool {
 impl IncomingAuthConfig {
     /// Check the section; each message names its field (`incomingAuth.oidc.issuer …`).
     pub fn validate(&self, errors: &mut Vec<String>) {
-        match self.kind.as_str() {
-            "anonymous" => {}
-            "oidc" => match &self.oidc {
-                None => errors.push("incomingAuth.oidc is required when type is \"oidc\"".into()),
-                Some(oidc) => oidc.validate(errors),
-            },
-            "" => errors.push("incomingAuth.type is required (\"anonymous\" or \"oidc\")".into()),
-            other => errors.push(format!(
+        match (&self.kind, &self.oidc) {
+            (TypeKey::Known(AuthType::Anonymous), _) => {}
+            (TypeKey::Known(AuthType::Oidc), None) => {
+                errors.push("incomingAuth.oidc is required when type is \"oidc\"".into())
+            }
+            (TypeKey::Known(AuthType::Oidc), Some(oidc)) => oidc.validate(errors),
+            (TypeKey::Missing, _) => {
+                errors.push("incomingAuth.type is required (\"anonymous\" or \"oidc\")".into())
+            }
+            (TypeKey::Unknown(other), _) => errors.push(format!(
                 "incomingAuth.type must be \"anonymous\" or \"oidc\" (got {other:?})"
             )),
         }
@@ -93,24 +117,33 @@ impl IncomingAuthConfig {
         }
     }
 
+    /// How callers authenticate; `None` when the section is not consistent (see
+    /// [`IncomingAuthConfig::validate`]).
+    pub fn authentication(&self) -> Option<IncomingAuth<'_>> {
+        match (self.kind.known()?, &self.oidc) {
+            (AuthType::Anonymous, _) => Some(IncomingAuth::Anonymous),
+            (AuthType::Oidc, Some(oidc)) => Some(IncomingAuth::Oidc(oidc)),
+            (AuthType::Oidc, None) => None,
+        }
+    }
+
+    /// Whether callers present OIDC bearer tokens.
+    pub fn is_oidc(&self) -> bool {
+        self.kind == TypeKey::Known(AuthType::Oidc)
+    }
+
+    /// The claim naming the caller's groups, from the authz section.
+    pub(crate) fn group_claim(&self) -> Option<&str> {
+        self.authz.as_ref()?.group_claim_name.as_deref()
+    }
+
     /// The authentication this section configures, as a layer of its own (for
     /// routes outside the MCP pipeline, such as `/status`): bearer JWTs when `oidc`,
     /// anonymous otherwise. Fails only when the OIDC CA bundle cannot be read.
-    pub fn auth_layer(&self) -> Result<super::AuthLayer, crate::tls::TlsError> {
-        match (self.kind.as_str(), &self.oidc) {
-            ("oidc", Some(oidc)) => {
-                let group_claim = self
-                    .authz
-                    .as_ref()
-                    .and_then(|a| a.group_claim_name.as_deref());
-                let validator =
-                    super::JwtValidator::new(oidc.settings(group_claim), oidc.http_client()?);
-                Ok(super::AuthLayer::jwt(
-                    std::sync::Arc::new(validator),
-                    oidc.resource.clone(),
-                ))
-            }
-            _ => Ok(super::AuthLayer::anonymous()),
+    pub fn auth_layer(&self) -> Result<vmcp_layers::auth::AuthLayer, TlsError> {
+        match self.authentication() {
+            Some(IncomingAuth::Oidc(oidc)) => oidc.auth_layer(self.group_claim()),
+            _ => Ok(vmcp_layers::auth::AuthLayer::anonymous()),
         }
     }
 }
@@ -138,7 +171,7 @@ impl OidcConfig {
         if self.audience.is_empty() {
             errors.push("incomingAuth.oidc.audience is required".into());
         }
-        crate::tls::validate_ca_path(
+        super::validate::validate_ca_path(
             "incomingAuth.oidc.caBundlePath",
             self.ca_bundle_path.as_deref(),
             errors,
@@ -146,19 +179,21 @@ impl OidcConfig {
     }
 
     /// The HTTPS client for discovery and JWKS: default roots plus `caBundlePath`.
-    pub fn http_client(&self) -> Result<reqwest::Client, crate::tls::TlsError> {
+    pub fn http_client(&self) -> Result<reqwest::Client, TlsError> {
         let bundle = self
             .ca_bundle_path
             .as_deref()
-            .map(crate::tls::CaBundle::load)
+            .map(CaBundle::load)
             .transpose()?;
-        crate::tls::http_client(reqwest::Client::builder(), bundle.as_ref())
+        vmcp_layers::tls::http_client(reqwest::Client::builder(), bundle.as_ref())
     }
 
     /// Validator settings from this section (`group_claim` from the authz section).
     pub fn settings(&self, group_claim: Option<&str>) -> JwtSettings {
         let mut settings = JwtSettings::new(&self.issuer, &self.audience);
-        settings.jwks_url = self.jwks_url.clone();
+        if let Some(url) = &self.jwks_url {
+            settings.jwks = JwksSource::Url(url.clone());
+        }
         if let Some(leeway) = self.leeway {
             settings.leeway = leeway;
         }
@@ -170,41 +205,28 @@ impl OidcConfig {
         }
         settings
     }
-}
 
-/// The RFC 9728 protected-resource metadata routes for `mcp_path` (e.g. `/mcp`):
-/// `/.well-known/oauth-protected-resource` and
-/// `/.well-known/oauth-protected-resource<mcp_path>`.
-pub fn metadata_router(oidc: &OidcConfig, mcp_path: &str) -> axum::Router {
-    let issuer = oidc.issuer.clone();
-    let scopes = oidc.scopes.clone();
-    let resource = oidc.resource.clone();
-    let path = mcp_path.to_owned();
-    let handler = move |headers: HeaderMap| {
-        let resource = resource.clone().unwrap_or_else(|| {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("localhost");
-            format!("http://{host}{path}")
-        });
-        let mut document = serde_json::json!({
-            "resource": resource,
-            "authorization_servers": [issuer.clone()],
-            "bearer_methods_supported": ["header"],
-        });
-        if !scopes.is_empty() {
-            document["scopes_supported"] = serde_json::json!(scopes.clone());
+    /// What the protected-resource metadata announces.
+    pub fn resource_metadata(&self) -> ResourceMetadata {
+        ResourceMetadata {
+            issuer: self.issuer.clone(),
+            resource: self.resource.clone(),
+            scopes: self.scopes.clone(),
         }
-        async move { axum::Json(document) }
-    };
-    let suffixed = format!("/.well-known/oauth-protected-resource{mcp_path}");
-    axum::Router::new()
-        .route(
-            "/.well-known/oauth-protected-resource",
-            axum::routing::get(handler.clone()),
-        )
-        .route(&suffixed, axum::routing::get(handler))
+    }
+
+    /// The bearer-JWT layer for this issuer.
+    pub(crate) fn auth_layer(
+        &self,
+        group_claim: Option<&str>,
+    ) -> Result<vmcp_layers::auth::AuthLayer, TlsError> {
+        let validator =
+            vmcp_layers::auth::JwtValidator::new(self.settings(group_claim), self.http_client()?);
+        Ok(vmcp_layers::auth::AuthLayer::jwt(
+            std::sync::Arc::new(validator),
+            self.resource.clone(),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -215,7 +237,7 @@ mod tests {
     fn config_errors_name_fields() {
         let mut errors = Vec::new();
         IncomingAuthConfig {
-            kind: "oidc".into(),
+            kind: AuthType::Oidc.into(),
             oidc: Some(OidcConfig {
                 issuer: "http://idp.example.com".into(),
                 ..OidcConfig::default()
@@ -230,5 +252,27 @@ mod tests {
                 "incomingAuth.oidc.audience is required"
             ]
         );
+    }
+
+    #[test]
+    fn type_keys_keep_what_was_written() {
+        let parse = |yaml: &str| serde_yaml_ng::from_str::<IncomingAuthConfig>(yaml).unwrap();
+        let mut errors = Vec::new();
+        parse("type: ''").validate(&mut errors);
+        parse("type: odic").validate(&mut errors);
+        parse("type: oidc").validate(&mut errors);
+        assert_eq!(
+            errors,
+            vec![
+                "incomingAuth.type is required (\"anonymous\" or \"oidc\")",
+                "incomingAuth.type must be \"anonymous\" or \"oidc\" (got \"odic\")",
+                "incomingAuth.oidc is required when type is \"oidc\"",
+            ]
+        );
+        assert!(parse("type: oidc").authentication().is_none());
+        assert!(matches!(
+            parse("type: anonymous").authentication(),
+            Some(IncomingAuth::Anonymous)
+        ));
     }
 }
