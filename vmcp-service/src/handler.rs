@@ -10,6 +10,7 @@ mod ask;
 mod bridge;
 mod caller;
 mod caller_key;
+mod dispatch;
 mod elicit;
 mod forward;
 mod mrtr;
@@ -21,29 +22,24 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CompletionInfo,
-    ErrorCode, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig,
     Tool,
 };
-use rmcp::model::{
-    RequestParamsMeta, SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
-};
+use rmcp::model::{SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
+pub(crate) use dispatch::client_error;
 pub(crate) use forward::LogLevels;
-use forward::{drive, wants};
-use mrtr::{MaybeInputRequired, Retried};
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
 use crate::backend::meta::strip_reserved;
-use crate::backend::relay::Relay;
-use crate::backend::{BackendClient, BackendError, CallBudget, Received};
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
@@ -131,21 +127,6 @@ impl VmcpHandler {
         })
     }
 
-    /// The backend's call timeout, on behalf of the caller of `ctx`, timed from when
-    /// the gateway received the request.
-    fn budget(&self, backend: &str, ctx: &RequestContext<RoleServer>) -> CallBudget {
-        let timeout = self.aggregator.config().call_timeout(backend);
-        let received = ctx
-            .extensions
-            .get::<http::request::Parts>()
-            .map(|parts| Received::of(&parts.extensions));
-        let budget = CallBudget::for_caller(timeout, Some(caller_key::caller_key(ctx)));
-        match received {
-            Some(received) => budget.since(received),
-            None => budget,
-        }
-    }
-
     /// The Legacy session of `ctx`, registered now if this request overtook
     /// `notifications/initialized`: rmcp runs `on_initialized` on a task of its own,
     /// and MCP lets a client send requests without awaiting that notification's 202.
@@ -158,128 +139,6 @@ impl VmcpHandler {
                 admission::visibility(&ctx.extensions, &self.aggregator.catalog())
             });
         Some(session)
-    }
-
-    /// `send` on the connection `ctx`'s caller uses for `client`'s backend, within
-    /// the caller's budget for it: the half every forwarded request shares.
-    async fn forward<P, T, F, Fut>(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        client: &Arc<BackendClient>,
-        params: P,
-        send: F,
-    ) -> Result<T, BackendError>
-    where
-        P: Clone,
-        F: Fn(Arc<BackendClient>, P, CallBudget) -> Fut,
-        Fut: Future<Output = Result<T, BackendError>>,
-    {
-        let budget = self.budget(client.name(), ctx);
-        self.on_backend(client, ctx, |c| send(c, params.clone(), budget))
-            .await
-    }
-
-    /// A call whose progress and logs reach the caller while it runs (`tools/call`,
-    /// `prompts/get`): the caller's capabilities on a Modern backend hop, its
-    /// telemetry span, the relay, the caller's cancellation, a Modern backend's
-    /// `input_required` completed for a Legacy caller (see `mrtr`), and the client's
-    /// view of a failure.
-    async fn relayed<P, T, F, Fut>(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        routed: Routed<P>,
-        method: &'static str,
-        name: &str,
-        send: F,
-    ) -> Result<T, ErrorData>
-    where
-        P: RequestParamsMeta + Retried + Clone,
-        T: MaybeInputRequired,
-        F: Fn(Arc<BackendClient>, P, CallBudget, Option<Relay>) -> Fut,
-        Fut: Future<Output = Result<T, BackendError>>,
-    {
-        let Routed {
-            backend,
-            mut params,
-        } = routed;
-        let client = self.backend(&backend)?;
-        if client.revision() == Some(McpRevision::Modern) {
-            mrtr::declare(params.meta_mut(), ctx);
-        }
-        let call = ObservedCall::start(ctx, &backend, method, Some(name), params.meta_mut());
-        let wants = wants(ctx, &self.log_levels, || session_id(&ctx.extensions));
-        let budget = self.budget(&backend, ctx);
-        let (client, send) = (&client, &send);
-        let response = drive(ctx, wants, |relay| async move {
-            let once = |params: P, budget: CallBudget| {
-                let relay = relay.clone();
-                self.on_backend(client, ctx, move |c| {
-                    send(c, params.clone(), budget, relay.clone())
-                })
-            };
-            let first = once(params.clone(), budget).await;
-            if is_modern(ctx)
-                || first
-                    .as_ref()
-                    .map_or(true, |r| r.input_required().is_none())
-            {
-                return Ok(first);
-            }
-            // Boxed: only calls a Legacy caller must answer take this path.
-            Box::pin(mrtr::complete_for_legacy(
-                ctx,
-                budget,
-                first,
-                |retry, budget| once(params.clone().retried(retry), budget),
-            ))
-            .await
-        })
-        .await;
-        let response = match response {
-            Ok(Ok(response)) => response,
-            Ok(Err(unbridged)) => {
-                call.failed(&unbridged.to_string());
-                return Err(unbridged.into());
-            }
-            Err(cancelled) => {
-                call.cancelled();
-                return Err(cancelled.into());
-            }
-        };
-        call.end(&response);
-        response.map_err(|e| client_error(e, is_modern(ctx)))
-    }
-}
-
-/// Map a backend failure to what the client sees. Transport details (URLs, socket
-/// errors) are logged, not returned.
-pub(crate) fn client_error(error: BackendError, modern: bool) -> ErrorData {
-    match error {
-        BackendError::Mcp { mut error, .. } => {
-            // -32002 (resource not found) is retired on 2026-07-28.
-            if modern && error.code == ErrorCode::RESOURCE_NOT_FOUND {
-                error.code = ErrorCode::INVALID_PARAMS;
-            }
-            error
-        }
-        BackendError::Timeout { backend, timeout } => ErrorData::internal_error(
-            format!("backend {backend:?} did not answer within {timeout:?}"),
-            None,
-        ),
-        BackendError::CircuitOpen { backend } => ErrorData::internal_error(
-            format!("backend {backend:?} is failing; calls are paused"),
-            None,
-        ),
-        // The reason is words without tokens or secrets (at most an OAuth error code).
-        BackendError::Credentials { backend, source } => ErrorData::internal_error(
-            format!("backend {backend:?}: no credentials for this caller: {source}"),
-            None,
-        ),
-        BackendError::Unreachable { ref backend, .. }
-        | BackendError::Transport { ref backend, .. } => {
-            tracing::warn!(%backend, "backend call failed: {error}");
-            ErrorData::internal_error(format!("backend {backend:?} is unavailable"), None)
-        }
     }
 }
 
