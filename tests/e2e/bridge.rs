@@ -7,9 +7,7 @@
 //! reaped parked call.
 #![allow(deprecated)] // Elicitation types travel with deprecated siblings in rmcp.
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
@@ -22,38 +20,13 @@ use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 use vmcp_tests::{
-    EverythingMode, config, eventually, everything, gateway, parse_jsonrpc_body, python, repo_root,
-    serve_on_loopback,
+    EverythingMode, config, eventually, everything, gateway, parse_jsonrpc_body, serve_on_loopback,
 };
 
 /// Run `tests/peers/py_forwarding.py` against `url` with `plan`.
 async fn clients(url: &str, plan: Value) -> Value {
-    let mut child = Command::new(python())
-        .arg(repo_root().join("tests/peers/py_forwarding.py"))
-        .arg(url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start py_forwarding.py");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    stdin
-        .write_all(plan.to_string().as_bytes())
-        .await
-        .expect("write plan");
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(150), child.wait_with_output())
-        .await
-        .expect("py_forwarding.py finished within 150s")
-        .expect("py_forwarding.py ran");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("py_forwarding.py printed non-JSON ({e}): {text}\n{stderr}"))
+    vmcp_tests::run_py_plan("py_forwarding.py", url, &plan).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

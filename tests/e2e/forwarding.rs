@@ -4,42 +4,13 @@
 //! the gateway to the Python SDK backend (a Modern backend) and server-everything (a
 //! Legacy one). Also the SEP-2549 cache hints of merged lists.
 
-use std::process::Stdio;
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 use vmcp_tests::stacked::{modern_as, stacked_gateway};
-use vmcp_tests::{
-    EverythingMode, config, everything, gateway, py_backend, py_client, python, repo_root,
-};
+use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend, py_client};
 
 /// Run `tests/peers/py_forwarding.py` against `url` with `plan`.
 async fn clients(url: &str, plan: Value) -> Value {
-    let mut child = Command::new(python())
-        .arg(repo_root().join("tests/peers/py_forwarding.py"))
-        .arg(url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start py_forwarding.py");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    stdin
-        .write_all(plan.to_string().as_bytes())
-        .await
-        .expect("write plan");
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(150), child.wait_with_output())
-        .await
-        .expect("py_forwarding.py finished within 150s")
-        .expect("py_forwarding.py ran");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("py_forwarding.py printed non-JSON ({e}): {text}\n{stderr}"))
+    vmcp_tests::run_py_plan("py_forwarding.py", url, &plan).await
 }
 
 fn log_lines(client: &Value) -> Vec<String> {

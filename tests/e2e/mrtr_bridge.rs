@@ -11,14 +11,11 @@
 //! resolvers) is a second, independent Modern backend for the same round trips.
 
 use std::net::{Ipv4Addr, SocketAddr};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::process::Command;
 use vmcp_conformance_fixture::RunningFixture;
-use vmcp_tests::{Gateway, config, gateway, py_backend, python, repo_root};
+use vmcp_tests::{Gateway, config, gateway, py_backend};
 
 /// The conformance fixture on loopback and a gateway fronting it with bare names.
 async fn fixture_behind_gateway(extra: &str) -> (RunningFixture, Gateway) {
@@ -35,29 +32,7 @@ async fn fixture_behind_gateway(extra: &str) -> (RunningFixture, Gateway) {
 
 /// Run `tests/peers/py_asked.py` against `url` with `plan`.
 async fn clients(url: &str, plan: Value) -> Vec<Value> {
-    let mut child = Command::new(python())
-        .arg(repo_root().join("tests/peers/py_asked.py"))
-        .arg(url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start py_asked.py");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    stdin
-        .write_all(plan.to_string().as_bytes())
-        .await
-        .expect("write plan");
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(150), child.wait_with_output())
-        .await
-        .expect("py_asked.py finished within 150s")
-        .expect("py_asked.py ran");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let out: Value = serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("py_asked.py printed non-JSON ({e}): {text}\n{stderr}"));
+    let out = vmcp_tests::run_py_plan("py_asked.py", url, &plan).await;
     out["clients"].as_array().expect("clients").clone()
 }
 
