@@ -8,9 +8,12 @@
 
 pub mod idp;
 pub mod oidc;
+mod plan;
 pub mod stacked;
 pub mod tls;
 pub mod workflow;
+
+pub use plan::run_py_plan;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -582,32 +585,4 @@ impl Listener {
         names.sort();
         names
     }
-}
-
-/// Run the Python peer script `script` (under `tests/peers/`) against `url`, hand it
-/// `plan` as JSON on stdin, and return the JSON it prints (bounded: 150 s).
-pub async fn run_py_plan(script: &str, url: &str, plan: &Value) -> Value {
-    let mut child = Command::new(python())
-        .arg(repo_root().join("tests/peers").join(script))
-        .arg(url)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {script}: {e}"));
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    stdin
-        .write_all(plan.to_string().as_bytes())
-        .await
-        .expect("write plan");
-    drop(stdin);
-    let out = tokio::time::timeout(Duration::from_secs(150), child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("{script} finished within 150s"))
-        .unwrap_or_else(|e| panic!("{script} ran: {e}"));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    serde_json::from_str(text.trim())
-        .unwrap_or_else(|e| panic!("{script} printed non-JSON ({e}): {text}\n{stderr}"))
 }
