@@ -1,7 +1,7 @@
 //! RFC 6570 URI templates, compiled for matching: the catalog routes an expanded URI
 //! to the backend whose resource template it matches.
 
-use regex::Regex;
+use regex::bytes::{Regex, RegexBuilder};
 
 /// An RFC 6570 URI template compiled for matching expanded URIs.
 ///
@@ -48,14 +48,20 @@ impl UriTemplate {
         }
         pattern.push_str(&regex::escape(rest));
         pattern.push('$');
-        Regex::new(&pattern)
+        // Byte-oriented and without Unicode classes: `[^/?#]` then compiles to a
+        // few byte ranges instead of a UTF-8 automaton (an order of magnitude less
+        // compile time per template), and still matches any UTF-8 text, since no
+        // byte of a multi-byte character is `/`, `?` or `#`.
+        RegexBuilder::new(&pattern)
+            .unicode(false)
+            .build()
             .map(|regex| Self { regex })
             .map_err(|e| TemplateError(e.to_string()))
     }
 
     /// Whether `uri` is an expansion of this template.
     pub fn matches(&self, uri: &str) -> bool {
-        self.regex.is_match(uri)
+        self.regex.is_match(uri.as_bytes())
     }
 }
 
@@ -86,5 +92,15 @@ mod tests {
         assert!(!t.matches("aXb+c://y"));
         assert!(UriTemplate::parse("x://{oops").is_err());
         assert!(UriTemplate::parse("x://{}").is_err());
+    }
+
+    #[test]
+    fn non_ascii_literals_and_values() {
+        let t = UriTemplate::parse("dé://café/{id}").unwrap();
+        assert!(t.matches("dé://café/crème"));
+        assert!(!t.matches("dé://cafe/crème"));
+        assert!(!t.matches("dé://café/a/é"));
+        let t = UriTemplate::parse("x://{+rest}").unwrap();
+        assert!(t.matches("x://ü/ß"));
     }
 }
