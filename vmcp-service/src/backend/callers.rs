@@ -28,6 +28,7 @@ use super::client::BackendClient;
 use super::credentials::{Credentials, HttpFactory};
 use super::exchange::TokenExchanger;
 use super::health::HealthSettings;
+use super::http_clients::BackendHttp;
 use crate::config::{BackendConfig, CallerConnectionsConfig};
 
 /// Who is calling, as far as backend credentials are concerned.
@@ -117,7 +118,7 @@ pub(crate) struct CallerPool {
     /// Whether credentials depend on the caller; if not, only capabilities key.
     per_caller: bool,
     /// The backend's own HTTP client, for connections without caller credentials.
-    shared_http: reqwest::Client,
+    shared_http: BackendHttp,
     exchanger: Option<Arc<TokenExchanger>>,
     http: HttpFactory,
     health: HealthSettings,
@@ -143,7 +144,7 @@ impl CallerPool {
     pub(crate) fn new(
         config: BackendConfig,
         per_caller: bool,
-        shared_http: reqwest::Client,
+        shared_http: BackendHttp,
         exchanger: Option<Arc<TokenExchanger>>,
         http: HttpFactory,
         health: HealthSettings,
@@ -228,7 +229,7 @@ impl CallerPool {
             };
             BackendClient::new(
                 self.config.clone(),
-                reqwest::Client::new(),
+                BackendHttp::plain(),
                 self.events.clone(),
                 self.health.clone(),
             )
@@ -315,7 +316,7 @@ mod tests {
                 ..Default::default()
             },
             per_caller,
-            reqwest::Client::new(),
+            BackendHttp::plain(),
             None,
             HttpFactory::default(),
             HealthSettings::default(),

@@ -8,6 +8,7 @@ use vmcp_layers::context::SubjectToken;
 use vmcp_layers::tls::CaBundle;
 
 use super::exchange::{ExchangeError, TokenExchanger};
+use super::http_clients::BackendHttp;
 
 /// What a backend connection adds to every request, beyond the static headers.
 #[derive(Clone, Debug)]
@@ -81,19 +82,16 @@ pub(crate) struct HttpFactory {
 
 impl HttpFactory {
     /// A client sending `extra` (and the static headers) on every request.
-    pub(crate) fn build(&self, extra: &HeaderMap) -> reqwest::Client {
+    pub(crate) fn build(&self, extra: &HeaderMap) -> BackendHttp {
         let mut headers = self.headers.clone();
         for (name, value) in extra {
             let mut value = value.clone();
             value.set_sensitive(true);
             headers.insert(name.clone(), value);
         }
-        let builder = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .default_headers(headers);
-        vmcp_layers::tls::http_client(builder, self.bundle.as_ref()).unwrap_or_else(|e| {
+        BackendHttp::build(self.bundle.as_ref(), headers).unwrap_or_else(|e| {
             tracing::error!("{e}; this backend connection uses reqwest's default client");
-            reqwest::Client::new()
+            BackendHttp::plain()
         })
     }
 }

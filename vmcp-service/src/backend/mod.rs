@@ -10,6 +10,7 @@ mod event;
 pub(crate) mod exchange;
 mod health;
 pub mod hints;
+mod http_clients;
 pub(crate) mod meta;
 pub(crate) mod reason;
 mod registry;

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{broadcast, watch};
 
-use vmcp_layers::tls::{CaBundle, TlsError};
+use vmcp_layers::tls::CaBundle;
 
 use http::HeaderName;
 
@@ -14,6 +14,7 @@ use super::client::{BackendClient, BackendEvent};
 use super::credentials::{Credentials, HttpFactory};
 use super::exchange::TokenExchanger;
 use super::health::HealthSettings;
+use super::http_clients::BackendHttp;
 use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig, Transport};
 
 /// The live set of backends, in sorted-name order.
@@ -22,7 +23,7 @@ use crate::config::{BackendAuthConfig, BackendConfig, OutgoingAuthConfig, Transp
 /// exposes, so derived state (the catalog) knows to rebuild.
 pub struct BackendRegistry {
     backends: RwLock<BTreeMap<String, Arc<BackendClient>>>,
-    http: reqwest::Client,
+    http: BackendHttp,
     events: broadcast::Sender<BackendEvent>,
     version: watch::Sender<u64>,
     health: std::sync::Mutex<HealthSettings>,
@@ -51,9 +52,9 @@ impl BackendRegistry {
         outgoing: OutgoingAuthConfig,
         passthrough: &[String],
     ) -> Self {
-        let http = http_client(None).unwrap_or_else(|e| {
+        let http = BackendHttp::build(None, http::HeaderMap::new()).unwrap_or_else(|e| {
             tracing::error!("{e}; backends use reqwest's default client");
-            reqwest::Client::new()
+            BackendHttp::plain()
         });
         let (events, _) = broadcast::channel(1024);
         let registry = Self {
@@ -188,7 +189,7 @@ impl BackendRegistry {
         &self,
         config: &BackendConfig,
         strategy: Option<&BackendAuthConfig>,
-    ) -> (reqwest::Client, HttpFactory) {
+    ) -> (BackendHttp, HttpFactory) {
         let headers = match strategy.map(|s| s.headers("outgoingAuth")) {
             Some(Ok(headers)) => headers,
             Some(Err(e)) => {
@@ -208,8 +209,7 @@ impl BackendRegistry {
             }
             None => None,
         };
-        let builder = backend_client_builder().default_headers(headers.clone());
-        let http = vmcp_layers::tls::http_client(builder, bundle.as_ref()).unwrap_or_else(|e| {
+        let http = BackendHttp::build(bundle.as_ref(), headers.clone()).unwrap_or_else(|e| {
             tracing::error!(backend = %config.name, "{e}");
             self.http.clone()
         });
@@ -321,24 +321,4 @@ fn header_names(names: &[String]) -> Arc<[HeaderName]> {
         .iter()
         .filter_map(|n| HeaderName::from_bytes(n.as_bytes()).ok())
         .collect()
-}
-
-/// The shared client's settings. A connect timeout, so an unreachable host fails
-/// fast; TCP keep-alive, so a peer that vanished is noticed on idle streams. No read
-/// timeout: backend event streams (Legacy GET, `subscriptions/listen`) are
-/// long-lived and may be idle for minutes; every request carries its own deadline
-/// (`operational.timeouts`) instead.
-fn backend_client_builder() -> reqwest::ClientBuilder {
-    reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .connect_timeout(BACKEND_CONNECT_TIMEOUT)
-        .tcp_keepalive(std::time::Duration::from_secs(30))
-}
-
-/// Bound on one TCP (and TLS) connect to a backend.
-const BACKEND_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// A backend HTTP client: the shared TLS rules plus `extra` trust anchors.
-fn http_client(extra: Option<&CaBundle>) -> Result<reqwest::Client, TlsError> {
-    vmcp_layers::tls::http_client(backend_client_builder(), extra)
 }

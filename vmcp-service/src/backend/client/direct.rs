@@ -22,6 +22,9 @@ use base64::prelude::BASE64_STANDARD;
 use futures::StreamExt;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, StatusCode};
+use http_body::Body as _;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult,
     ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
@@ -38,6 +41,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::backend::http_clients::DirectClient;
 use crate::backend::relay::{Relay, Relayed};
 
 /// A JSON answer, or one event of a streamed answer, larger than this is refused
@@ -50,7 +54,10 @@ const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 pub(super) enum DirectError {
     /// The HTTP exchange failed.
     #[error("http: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(#[from] hyper_util::client::legacy::Error),
+    /// Reading the answer's body failed.
+    #[error("http body: {0}")]
+    Body(#[from] hyper::Error),
     /// The backend answered with an HTTP status and no JSON-RPC error.
     #[error("backend answered HTTP {0}")]
     Status(StatusCode),
@@ -91,10 +98,9 @@ struct ParamHeader {
 
 /// What a Modern connection needs to send requests without rmcp's service loop.
 pub(super) struct DirectHttp {
-    http: reqwest::Client,
-    /// Parsed once: reqwest parses a `&str` URL on every request (about 20 k
-    /// instructions per call, a tenth of the gateway's cost of a call).
-    url: reqwest::Url,
+    http: DirectClient,
+    /// Parsed once, at connect.
+    url: http::Uri,
     version: HeaderValue,
     /// The SEP-2575 client context rmcp's client puts in every request's `_meta`.
     context: RequestMetaObject,
@@ -108,7 +114,7 @@ pub(super) struct DirectHttp {
 impl DirectHttp {
     /// Requests to `uri` as the client `info` that negotiated `version`.
     pub(super) fn new(
-        http: reqwest::Client,
+        http: DirectClient,
         uri: &str,
         version: ProtocolVersion,
         info: Implementation,
@@ -117,7 +123,7 @@ impl DirectHttp {
     ) -> Option<Self> {
         Some(Self {
             http,
-            url: reqwest::Url::parse(uri).ok()?,
+            url: uri.parse().ok()?,
             version: HeaderValue::from_str(version.as_str()).ok()?,
             context: RequestMetaObject::with_client_context(version, info, capabilities),
             next_id: AtomicI64::new(1),
@@ -261,10 +267,7 @@ impl DirectHttp {
         .map_err(DirectError::from)?;
         let response = self
             .http
-            .post(self.url.clone())
-            .headers(headers)
-            .body(body)
-            .send()
+            .post(&self.url, headers, body)
             .await
             .map_err(DirectError::from)?;
         let status = response.status();
@@ -286,7 +289,9 @@ impl DirectHttp {
             .into());
         }
         if response
-            .content_length()
+            .body()
+            .size_hint()
+            .exact()
             .is_some_and(|n| n > MAX_ANSWER as u64)
         {
             return Err(DirectError::TooLarge.into());
@@ -308,11 +313,13 @@ impl DirectHttp {
     /// of them are handed over before the answer.
     async fn read_stream(
         &self,
-        response: reqwest::Response,
+        response: http::Response<Incoming>,
         id: i64,
         relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let mut events = sse_stream::SseStream::from_bytes_stream(bounded(response.bytes_stream()));
+        let mut events = sse_stream::SseStream::from_bytes_stream(bounded(
+            response.into_body().into_data_stream(),
+        ));
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| DirectError::Stream(e.to_string()))?;
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
@@ -444,9 +451,12 @@ fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
 /// The body of an event stream, failing once an event grows past [`MAX_ANSWER`]
 /// (the parser would otherwise buffer it whole). A blank line split across two
 /// chunks is missed, which can only make the bound stricter.
-fn bounded(
-    body: impl futures::Stream<Item = reqwest::Result<bytes::Bytes>>,
-) -> impl futures::Stream<Item = Result<bytes::Bytes, DirectError>> {
+fn bounded<E>(
+    body: impl futures::Stream<Item = Result<bytes::Bytes, E>>,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, DirectError>>
+where
+    DirectError: From<E>,
+{
     let mut pending = 0usize;
     body.map(move |chunk| {
         let chunk = chunk?;
@@ -465,9 +475,14 @@ fn bounded(
     })
 }
 
-async fn read_limited(mut response: reqwest::Response) -> Result<Vec<u8>, ServiceError> {
-    let mut body = Vec::with_capacity(response.content_length().unwrap_or(1024) as usize);
-    while let Some(chunk) = response.chunk().await.map_err(DirectError::from)? {
+async fn read_limited(response: http::Response<Incoming>) -> Result<Vec<u8>, ServiceError> {
+    let mut incoming = response.into_body();
+    let expected = incoming.size_hint().exact().unwrap_or(1024);
+    let mut body = Vec::with_capacity(expected.min(MAX_ANSWER as u64) as usize);
+    while let Some(frame) = incoming.frame().await {
+        let Ok(chunk) = frame.map_err(DirectError::from)?.into_data() else {
+            continue; // trailers
+        };
         if body.len() + chunk.len() > MAX_ANSWER {
             return Err(DirectError::TooLarge.into());
         }
@@ -663,7 +678,7 @@ mod tests {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = seen.clone();
         let direct = DirectHttp::new(
-            reqwest::Client::new(),
+            DirectClient::new(None, http::HeaderMap::new()),
             "http://127.0.0.1:9/mcp",
             ProtocolVersion::V_2026_07_28,
             Implementation::new("vmcp", "0"),
@@ -690,7 +705,7 @@ mod tests {
         let mut gateway_caps = ClientCapabilities::default();
         gateway_caps.roots = Some(Default::default());
         let direct = DirectHttp::new(
-            reqwest::Client::new(),
+            DirectClient::new(None, http::HeaderMap::new()),
             "http://127.0.0.1:9/mcp",
             ProtocolVersion::V_2026_07_28,
             Implementation::new("vmcp", "0"),
@@ -714,7 +729,7 @@ mod tests {
     #[tokio::test]
     async fn an_oversized_event_ends_the_stream() {
         let big = bytes::Bytes::from(vec![b'x'; MAX_ANSWER / 2 + 1]);
-        let chunks = vec![
+        let chunks: Vec<Result<_, hyper::Error>> = vec![
             Ok(bytes::Bytes::from_static(b"data: {}\n\n")),
             Ok(big.clone()),
             Ok(big),
@@ -722,7 +737,8 @@ mod tests {
         let out: Vec<_> = bounded(futures::stream::iter(chunks)).collect().await;
         assert!(out[0].is_ok() && out[1].is_ok());
         assert!(matches!(out[2], Err(DirectError::TooLarge)));
-        let small = vec![Ok(bytes::Bytes::from_static(b"data: 1\n\ndata: 2\r\n\r\n"))];
+        let small: Vec<Result<_, hyper::Error>> =
+            vec![Ok(bytes::Bytes::from_static(b"data: 1\n\ndata: 2\r\n\r\n"))];
         let out: Vec<_> = bounded(futures::stream::iter(small)).collect().await;
         assert!(out.iter().all(Result::is_ok));
     }

@@ -29,6 +29,7 @@ use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
 use super::hints::CacheHint;
+use super::http_clients::BackendHttp;
 use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
@@ -186,7 +187,7 @@ impl Drop for Connection {
 pub struct BackendClient {
     name: Arc<str>,
     config: BackendConfig,
-    http: reqwest::Client,
+    http: BackendHttp,
     events: broadcast::Sender<BackendEvent>,
     connection: Mutex<Option<Arc<Connection>>>,
     /// The revision of the last successful connection, for status reporting.
@@ -223,7 +224,7 @@ impl BackendClient {
     /// A client for `config`; nothing is opened until first use.
     pub(crate) fn new(
         config: BackendConfig,
-        http: reqwest::Client,
+        http: BackendHttp,
         events: broadcast::Sender<BackendEvent>,
         health: HealthSettings,
     ) -> Self {
@@ -460,7 +461,7 @@ impl BackendClient {
     /// Open a connection with `http`, which carries `credentials`.
     async fn open(
         &self,
-        http: reqwest::Client,
+        http: BackendHttp,
         credentials: Option<http::HeaderMap>,
     ) -> Result<Connection, OpenError> {
         let handler = self.forwarder();
@@ -474,7 +475,10 @@ impl BackendClient {
                         StreamableHttpClientTransportConfig::with_uri(self.config.url.as_str())
                             .reinit_on_expired_session(false)
                             .max_concurrent_requests(256);
-                    StreamableHttpClientTransport::with_client(tap::TapClient(http.clone()), config)
+                    StreamableHttpClientTransport::with_client(
+                        tap::TapClient(http.reqwest.clone()),
+                        config,
+                    )
                 };
                 let auto = rmcp::service::ClientLifecycleMode::Auto {
                     preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -503,7 +507,7 @@ impl BackendClient {
             }
             Transport::Sse => {
                 let transport = SseClientTransport::connect(
-                    http.clone(),
+                    http.reqwest.clone(),
                     SseClientConfig::new(self.config.url.as_str()),
                 )
                 .await?;
@@ -517,20 +521,23 @@ impl BackendClient {
         };
         let info = service.peer_info().ok_or(OpenError::NoServerInfo)?;
         let revision = McpRevision::from_version(info.protocol_version.as_str());
-        let direct = (revision == McpRevision::Modern
-            && self.config.transport() == Transport::StreamableHttp)
-            .then(|| {
+        let direct = http
+            .direct
+            .filter(|_| {
+                revision == McpRevision::Modern
+                    && self.config.transport() == Transport::StreamableHttp
+            })
+            .and_then(|direct| {
                 let forwarder = self.forwarder();
                 DirectHttp::new(
-                    http.clone(),
+                    direct,
                     self.config.url.as_str(),
                     info.protocol_version.clone(),
                     forwarder.info.client_info.clone(),
                     forwarder.info.capabilities.clone(),
                     Box::new(move |message| forwarder.forward(message)),
                 )
-            })
-            .flatten();
+            });
         Ok(Connection {
             revision,
             capabilities: info.capabilities.clone(),
@@ -846,7 +853,7 @@ mod tests {
                 url: "http://127.0.0.1:9/mcp".into(),
                 ..Default::default()
             },
-            reqwest::Client::new(),
+            BackendHttp::plain(),
             events,
             HealthSettings::default(),
         );
