@@ -160,13 +160,19 @@ impl Vmcp {
         };
         tokio::spawn(sweep.run(self.shutdown.child_token()));
         VmcpService {
-            inner: StreamableHttpService::new(move || Ok(handler.clone()), manager.clone(), config),
-            bare,
-            bindings,
-            manager,
-            aggregator: self.aggregator.clone(),
-            sessions: self.sessions.clone(),
-            edge: Some(edge),
+            shared: Arc::new(Shared {
+                inner: StreamableHttpService::new(
+                    move || Ok(handler.clone()),
+                    manager.clone(),
+                    config,
+                ),
+                bare,
+                bindings,
+                manager,
+                aggregator: self.aggregator.clone(),
+                sessions: self.sessions.clone(),
+                edge: Some(edge),
+            }),
         }
     }
 
@@ -400,6 +406,14 @@ impl Drop for Vmcp {
 /// ```
 #[derive(Clone)]
 pub struct VmcpService {
+    /// One `Arc`: tower and axum clone the service for every request, and cloning
+    /// rmcp's service copies its settings (host and origin lists): about 15 k
+    /// instructions per request, twice, before this was shared.
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+struct Shared {
     inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
     /// The door checks made when no layer stack is in front (`bare`).
     bare: crate::bare::BareChecks,
@@ -419,13 +433,16 @@ impl VmcpService {
     /// This service with every request answered by rmcp's server: no fast path
     /// (see the `edge` module). For comparisons; the answers are the same.
     pub fn without_fast_path(mut self) -> Self {
-        self.edge = None;
+        Arc::make_mut(&mut self.shared).edge = None;
         self
     }
 
     /// How many requests the fast path of this service (and its clones) answered.
     pub fn fast_path_answers(&self) -> u64 {
-        self.edge.as_ref().map_or(0, crate::edge::Edge::served)
+        self.shared
+            .edge
+            .as_ref()
+            .map_or(0, crate::edge::Edge::served)
     }
 }
 
@@ -469,24 +486,24 @@ where
         // Backend deadlines are timed from here (see `CallBudget::since`).
         req.extensions_mut()
             .insert(crate::backend::Received(tokio::time::Instant::now()));
-        let inner = self.inner.clone();
-        let bindings = self.bindings.clone();
-        let sessions = self.sessions.clone();
-        let manager = self.manager.clone();
+        let shared = self.shared.clone();
         let identity = identity_of(&req);
         let session = crate::session_binding::session_of(&req);
-        let limits = crate::session_lifetime::limits(&self.aggregator);
+        let limits = crate::session_lifetime::limits(&shared.aggregator);
         let delete = req.method() == http::Method::DELETE;
         let mut in_use = None;
         if let Some(session) = &session {
-            match bindings.verdict(session, identity.as_deref(), &limits) {
+            match shared
+                .bindings
+                .verdict(session, identity.as_deref(), &limits)
+            {
                 Verdict::Owner => {
                     let kind = match *req.method() {
                         http::Method::POST => Use::Call,
                         http::Method::GET => Use::Stream,
                         _ => Use::Touch,
                     };
-                    in_use = Some(bindings.enter(session, kind));
+                    in_use = Some(shared.bindings.enter(session, kind));
                 }
                 Verdict::Stranger => {
                     tracing::debug!("a request for a session bound to another caller or retired");
@@ -495,14 +512,14 @@ where
             }
         }
         if let Some(body) = crate::composite::gate::denial(
-            &self.aggregator.workflows(),
-            &self.aggregator.catalog(),
+            &shared.aggregator.workflows(),
+            &shared.aggregator.catalog(),
             req.extensions(),
         ) {
             return Box::pin(futures::future::ready(Ok(denied_response(body))));
         }
         let deleting = in_use.is_some() && delete;
-        let bare = (!crate::bare::behind_stack(&req)).then(|| self.bare.clone());
+        let bare = !crate::bare::behind_stack(&req);
         let listen = crate::listen_filter::admission(&req);
         // Behind the stack the parse layer's request is the one parse; when bare, the
         // bare checks' parse is.
@@ -510,15 +527,15 @@ where
             .extensions()
             .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
             .cloned();
-        let edge = self.edge.clone();
         // The session the fast path may answer for: bound to this caller and held.
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
         Box::pin(async move {
+            let (inner, edge) = (&shared.inner, &shared.edge);
             let mut response = match bare {
-                None => match listen {
+                false => match listen {
                     Some(listen) => inner.handle(listen.apply(req).await).await,
                     None => {
-                        if let Some((edge, admitted)) = fast(&edge, &req, stacked, owned)
+                        if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
                             && let Some(response) = edge.serve(admitted).await
                         {
                             return Ok(held(response, in_use));
@@ -526,10 +543,10 @@ where
                         inner.handle(req).await
                     }
                 },
-                Some(bare) => match crate::bare::check(&bare, req).await {
+                true => match crate::bare::check(&shared.bare, req).await {
                     Ok((req, parsed)) => {
                         if let Some((edge, admitted)) =
-                            fast(&edge, &req, parsed.map(Arc::new), owned)
+                            fast(edge, &req, parsed.map(Arc::new), owned)
                             && let Some(response) = edge.serve(admitted).await
                         {
                             return Ok(held(response, in_use));
@@ -547,22 +564,29 @@ where
             match &session {
                 None => {
                     if let Some(created) = created_by(&response)
-                        && !bindings.bind(&created, identity.as_deref(), limits.max_sessions)
+                        && !shared
+                            .bindings
+                            .bind(&created, identity.as_deref(), limits.max_sessions)
                     {
                         tracing::warn!(
                             cap = limits.max_sessions,
                             "refused a new Legacy session: operational.sessions.maxSessions reached"
                         );
-                        crate::session_lifetime::close(&manager, &bindings, &sessions, &created)
-                            .await;
+                        crate::session_lifetime::close(
+                            &shared.manager,
+                            &shared.bindings,
+                            &shared.sessions,
+                            &created,
+                        )
+                        .await;
                         return Ok(crate::session_lifetime::over_cap(
-                            bindings.next_retirement(&limits),
+                            shared.bindings.next_retirement(&limits),
                         ));
                     }
                 }
                 Some(session) if deleting && response.status().is_success() => {
-                    bindings.unbind(session);
-                    sessions.remove_legacy(session);
+                    shared.bindings.unbind(session);
+                    shared.sessions.remove_legacy(session);
                 }
                 Some(_) => {}
             }
