@@ -8,6 +8,7 @@
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 /// A `Value` decoded with duplicate keys refused.
@@ -72,12 +73,17 @@ impl<'de> Visitor<'de> for StrictVisitor {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let Strict(value) = map.next_value()?;
-            if object.contains_key(&key) {
-                // The key is client-supplied: bound what the error repeats.
-                let shown: String = key.chars().take(64).collect();
-                return Err(de::Error::custom(format_args!("duplicate key {shown:?}")));
+            // One hash of the key, not two (a lookup, then an insert).
+            match object.entry(key) {
+                Entry::Vacant(slot) => {
+                    slot.insert(value);
+                }
+                Entry::Occupied(slot) => {
+                    // The key is client-supplied: bound what the error repeats.
+                    let shown: String = slot.key().chars().take(64).collect();
+                    return Err(de::Error::custom(format_args!("duplicate key {shown:?}")));
+                }
             }
-            object.insert(key, value);
         }
         Ok(Value::Object(object))
     }

@@ -74,9 +74,14 @@ impl BackendHttp {
 }
 
 fn proxy_configured() -> bool {
+    names_a_proxy(|name| std::env::var_os(name))
+}
+
+/// Whether `var` gives a non-empty value for one of reqwest's proxy variables.
+fn names_a_proxy(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
     PROXY_VARIABLES
         .iter()
-        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+        .any(|name| var(name).is_some_and(|v| !v.is_empty()))
 }
 
 /// A bare hyper client (HTTP/1.1, plain or rustls TLS) and the headers every
@@ -190,6 +195,21 @@ mod tests {
         assert!(request.contains("x-tenant: mine\r\n"), "{request}");
         assert!(!request.contains("x-tenant: default"), "{request}");
         assert!(request.contains("content-length: 2\r\n"), "{request}");
+    }
+
+    #[test]
+    fn any_proxy_variable_keeps_calls_on_reqwest() {
+        assert!(!names_a_proxy(|_| None));
+        assert!(!names_a_proxy(|_| Some("".into())));
+        for variable in PROXY_VARIABLES {
+            assert!(names_a_proxy(|name| {
+                (name == variable).then(|| "http://proxy:3128".into())
+            }));
+        }
+        // NO_PROXY alone names no proxy.
+        assert!(!names_a_proxy(
+            |name| (name == "NO_PROXY").then(|| "*".into())
+        ));
     }
 
     #[test]
