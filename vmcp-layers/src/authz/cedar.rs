@@ -19,7 +19,8 @@
 //!
 //! Costs are kept low by building the principal's entities once per identity object
 //! (the authentication layer caches identities per token) and resource entities once
-//! per tool, and by caching argument-free decisions (list filtering) per identity.
+//! per tool, and by caching argument-free decisions (list filtering) per identity;
+//! when no policy names `context`, calls are argument-free decisions too.
 
 use std::collections::{HashMap, HashSet};
 use std::str::FromStr;
@@ -178,6 +179,22 @@ pub struct CedarAuthorizer {
     server: Option<EntityUid>,
     principals: DashMap<usize, Arc<CachedPrincipal>>,
     resources: DashMap<String, Arc<(EntityUid, Vec<Entity>)>>,
+    /// Whether any policy or template names `context`. When none does, a call's
+    /// arguments cannot change its decision, so calls are decided (and cached) as
+    /// argument-free decisions are: no context record per call, no evaluation
+    /// after the first call of a tool by an identity.
+    reads_context: bool,
+}
+
+/// Whether Cedar source `text` names the `context` variable: the word `context`
+/// outside of a longer identifier. A string literal holding the word counts too,
+/// which only costs the cache, never a wrong decision.
+fn names_context(text: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices("context").any(|(at, word)| {
+        !text[..at].chars().next_back().is_some_and(ident)
+            && !text[at + word.len()..].chars().next().is_some_and(ident)
+    })
 }
 
 impl std::fmt::Debug for CedarAuthorizer {
@@ -242,7 +259,13 @@ impl CedarAuthorizer {
             }
         })?;
         let action = |name: &str| uid("Action", name);
+        let reads_context = policies
+            .policies()
+            .map(ToString::to_string)
+            .chain(policies.templates().map(ToString::to_string))
+            .any(|text| names_context(&text));
         Ok(Self {
+            reads_context,
             policies,
             authorizer: Authorizer::new(),
             actions: Actions {
@@ -440,7 +463,8 @@ impl CedarAuthorizer {
     }
 
     /// May `identity` use `target` with `arguments`? One function for calls and list
-    /// items; `arguments: None` (list filtering) decisions are cached per identity.
+    /// items; `arguments: None` (list filtering) decisions are cached per identity,
+    /// and so are calls' decisions when no policy reads `context`.
     pub fn decide(
         &self,
         identity: &Arc<Identity>,
@@ -449,7 +473,7 @@ impl CedarAuthorizer {
     ) -> Result<bool, AuthzError> {
         let cached = self.principal(identity)?;
         let key = target.cache_key();
-        let argument_free = arguments.is_none();
+        let argument_free = arguments.is_none() || !self.reads_context;
         if argument_free && let Some(hit) = cached.decisions.get(&key) {
             return Ok(*hit);
         }
@@ -459,7 +483,11 @@ impl CedarAuthorizer {
             CallKind::Resource => &self.actions.read_resource,
         };
         let empty = Map::new();
-        let arguments = record(arguments.unwrap_or(&empty), 0).ok_or(AuthzError::Arguments)?;
+        let arguments = match arguments {
+            Some(arguments) if !argument_free => arguments,
+            _ => &empty,
+        };
+        let arguments = record(arguments, 0).ok_or(AuthzError::Arguments)?;
         let annotations = match &target {
             Target::Tool { annotations, .. } => annotations_record(annotations),
             _ => annotations_record(&ToolAnnotations::default()),
@@ -572,6 +600,62 @@ mod tests {
             backend: Some("gh"),
             annotations,
         }
+    }
+
+    #[test]
+    fn only_the_context_variable_counts_as_reading_context() {
+        assert!(names_context("when { context.arguments has x }"));
+        assert!(names_context("when {context has a}"));
+        assert!(names_context(r#"resource.name == "context""#));
+        assert!(!names_context("when { resource.contexts has x }"));
+        assert!(!names_context("when { principal.claims.my_context == 1 }"));
+        assert!(!names_context("permit(principal, action, resource);"));
+    }
+
+    #[test]
+    fn without_context_policies_a_calls_arguments_do_not_change_its_decision() {
+        let a = authorizer(&[
+            r#"permit(principal in THVGroup::"eng", action == Action::"call_tool", resource);"#,
+            r#"forbid(principal, action == Action::"call_tool", resource) when { resource has destructiveHint && resource.destructiveHint };"#,
+        ]);
+        assert!(!a.reads_context);
+        let none = ToolAnnotations::default();
+        let destructive = ToolAnnotations {
+            destructive: Some(true),
+            ..ToolAnnotations::default()
+        };
+        let args = json!({"repo": "secret/x", "deep": {"a": [1, 2]}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let eng = alice(&["eng"]);
+        for _ in 0..2 {
+            // The second round is answered from the identity's cache.
+            assert!(a.decide(&eng, tool("gh_x", &none), Some(&args)).unwrap());
+            assert!(a.decide(&eng, tool("gh_x", &none), None).unwrap());
+            assert!(
+                !a.decide(&eng, tool("gh_x", &destructive), Some(&args))
+                    .unwrap()
+            );
+            assert!(
+                !a.decide(&alice(&[]), tool("gh_x", &none), Some(&args))
+                    .unwrap()
+            );
+        }
+        let reads = authorizer(&[
+            r#"permit(principal, action, resource) when { context.arguments has repo };"#,
+        ]);
+        assert!(reads.reads_context);
+        assert!(
+            reads
+                .decide(&eng, tool("gh_x", &none), Some(&args))
+                .unwrap()
+        );
+        assert!(
+            !reads
+                .decide(&eng, tool("gh_x", &none), Some(&Map::new()))
+                .unwrap()
+        );
     }
 
     #[test]
