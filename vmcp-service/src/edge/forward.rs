@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, CompleteRequestParams,
-    CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse,
+    CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse, JsonObject,
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ResultType, ServerResult,
 };
 use serde::Deserialize;
@@ -43,8 +43,8 @@ impl Edge {
 
     pub(super) async fn call_tool(
         &self,
-        catalog: &Catalog,
         parsed: &ParsedMcpRequest,
+        arguments: Option<JsonObject>,
         tasks: bool,
         calls: Option<BackendCalls>,
         legacy: bool,
@@ -52,11 +52,11 @@ impl Edge {
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = CallToolRequestParams::new(name.clone());
-        params.arguments = parsed.arguments.clone();
+        params.arguments = arguments;
         let Routed {
             backend,
             mut params,
-        } = router::route_tool(catalog, params)?;
+        } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.client(&backend)?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);

@@ -339,10 +339,20 @@ impl Edge {
                 }
             }
             _ => {
+                let mut parsed = parsed;
+                // The call's arguments move to the backend request when this is the
+                // only holder of the parse (bare); behind the stack the request's
+                // extensions hold it too, and they are copied.
+                let arguments = match (verb, Arc::get_mut(&mut parsed)) {
+                    (Verb::CallTool, Some(owned)) => owned.arguments.take(),
+                    (Verb::CallTool, None) => parsed.arguments.clone(),
+                    _ => None,
+                };
+                let parsed = parsed;
                 let call = async {
                     match verb {
                         Verb::CallTool => {
-                            self.call_tool(&catalog, &parsed, tasks, calls, legacy, received)
+                            self.call_tool(&parsed, arguments, tasks, calls, legacy, received)
                                 .await
                         }
                         Verb::GetPrompt => {
