@@ -285,15 +285,43 @@ impl Client {
         loop {
             let prepared = Prepared::op(target, revision, Op::List, cursor.as_deref());
             let body = self.send(&prepared).await?;
-            let message = jsonrpc_message(&body)?;
-            tools += message["result"]["tools"].as_array().map_or(0, Vec::len);
+            let page = list_page(&body)?;
+            tools += page.result.tools.len();
             pages += 1;
-            match message["result"]["nextCursor"].as_str() {
-                Some(next) => cursor = Some(next.to_owned()),
+            match page.result.next_cursor {
+                Some(next) => cursor = Some(next),
                 None => return Ok((tools, pages)),
             }
         }
     }
+}
+
+/// One `tools/list` answer, read as a client that wants the tools and the cursor
+/// would: typed, the whole body parsed and checked, but without building a
+/// `Value` tree of the page (which cost the load client more than the gateway
+/// spent serving the 5,000-tool pages).
+#[derive(serde::Deserialize)]
+struct ListPage {
+    result: ListPageResult,
+}
+
+#[derive(serde::Deserialize)]
+struct ListPageResult {
+    tools: Vec<serde::de::IgnoredAny>,
+    #[serde(rename = "nextCursor")]
+    next_cursor: Option<String>,
+}
+
+/// A `tools/list` answer in a JSON or SSE body.
+fn list_page(body: &[u8]) -> anyhow::Result<ListPage> {
+    if let Ok(page) = serde_json::from_slice::<ListPage>(body) {
+        return Ok(page);
+    }
+    let text = std::str::from_utf8(body)?;
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find_map(|d| serde_json::from_str::<ListPage>(d.trim()).ok())
+        .context("no tools/list answer in the body")
 }
 
 /// The JSON-RPC response in a JSON or SSE body.
@@ -384,4 +412,26 @@ pub async fn load(
         result.latencies.extend(joined??);
     }
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_pages_are_read_from_json_and_event_streams() {
+        let json = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a"},{"name":"b"}],"nextCursor":"c2"}}"#;
+        let page = list_page(json).unwrap();
+        assert_eq!(page.result.tools.len(), 2);
+        assert_eq!(page.result.next_cursor.as_deref(), Some("c2"));
+        let sse = b"id: 0\ndata: \n\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[{}]}}\n\n";
+        let page = list_page(sse).unwrap();
+        assert_eq!(page.result.tools.len(), 1);
+        assert_eq!(page.result.next_cursor, None);
+        assert!(
+            list_page(br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"x"}}"#)
+                .is_err()
+        );
+        assert!(list_page(br#"{"result":{"tools":[1,2,]}}"#).is_err());
+    }
 }
