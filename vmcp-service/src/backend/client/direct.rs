@@ -24,7 +24,6 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, StatusCode};
 use http_body::Body as _;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, CreateTaskResult,
     ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
@@ -41,7 +40,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::backend::http_clients::DirectClient;
+use crate::backend::http_clients::{DirectClient, DirectHttpError, PooledBody};
 use crate::backend::relay::{Relay, Relayed};
 
 /// A JSON answer, or one event of a streamed answer, larger than this is refused
@@ -54,7 +53,7 @@ const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 pub(super) enum DirectError {
     /// The HTTP exchange failed.
     #[error("http: {0}")]
-    Http(#[from] hyper_util::client::legacy::Error),
+    Http(#[from] DirectHttpError),
     /// Reading the answer's body failed.
     #[error("http body: {0}")]
     Body(#[from] hyper::Error),
@@ -313,7 +312,7 @@ impl DirectHttp {
     /// of them are handed over before the answer.
     async fn read_stream(
         &self,
-        response: http::Response<Incoming>,
+        response: http::Response<PooledBody>,
         id: i64,
         relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Box<RawValue>, ServiceError> {
@@ -475,7 +474,7 @@ where
     })
 }
 
-async fn read_limited(response: http::Response<Incoming>) -> Result<Vec<u8>, ServiceError> {
+async fn read_limited(response: http::Response<PooledBody>) -> Result<Vec<u8>, ServiceError> {
     let mut incoming = response.into_body();
     let expected = incoming.size_hint().exact().unwrap_or(1024);
     let mut body = Vec::with_capacity(expected.min(MAX_ANSWER as u64) as usize);
