@@ -92,12 +92,15 @@ fn names_a_proxy(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
 /// A bare hyper HTTP/1.1 client (plain or rustls TLS) with its own connection
 /// pool, and the headers every request carries.
 ///
-/// Its own pool rather than hyper-util's: hyper-util's client spawns a task per
-/// request to put the connection back once it is idle, a task spawn and a
-/// wake-up (on two cores, often a thread wake-up) per forwarded call. Here the
-/// answer's body puts its connection back when it ends. Each connection is
-/// driven by one task for its whole life, which also notices a backend closing
-/// it while idle.
+/// Its own pool rather than hyper-util's, whose client hands each request to a
+/// task per connection and spawns another per request to put the connection back
+/// once idle: two task hand-offs and a spawn per forwarded call, on two cores
+/// often thread wake-ups, in the latency of every call. Here an HTTP/1.1
+/// connection, which carries one request at a time anyway, is checked out by the
+/// calling task, which drives it while its request and answer are in flight; the
+/// answer's body puts it back when it ends. An idle connection is driven by no
+/// one: the next checkout first polls it once, which finds a connection the
+/// backend has closed, and skips it.
 #[derive(Clone)]
 pub(crate) struct DirectClient {
     connector: hyper_rustls::HttpsConnector<HttpConnector>,
@@ -105,34 +108,81 @@ pub(crate) struct DirectClient {
     headers: Arc<HeaderMap>,
 }
 
+type Io = hyper_rustls::MaybeHttpsStream<hyper_util::rt::TokioIo<tokio::net::TcpStream>>;
+type Connection = hyper::client::conn::http1::Connection<Io, Full<Bytes>>;
 type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 type PoolKey = (http::uri::Scheme, http::uri::Authority);
 
+/// One connection: its request handle and the state machine the holder drives.
+struct Pooled {
+    sender: Sender,
+    connection: Driven,
+}
+
+/// A connection's state machine, polled by whoever holds it, never after it ended.
+struct Driven {
+    connection: Pin<Box<Connection>>,
+    ended: bool,
+}
+
+impl Driven {
+    /// Drive the connection once; `false` once it has ended (closed by the
+    /// backend, or failed).
+    fn drive(&mut self, cx: &mut std::task::Context<'_>) -> bool {
+        if !self.ended {
+            self.ended = self.connection.as_mut().poll(cx).is_ready();
+        }
+        !self.ended
+    }
+
+    /// Run `future` (a request on this connection) while driving the connection;
+    /// `None` if the connection ended before the future did.
+    async fn driving<F: Future>(&mut self, future: F) -> Option<F::Output> {
+        let mut future = std::pin::pin!(future);
+        std::future::poll_fn(|cx| {
+            let open = self.drive(cx);
+            match future.as_mut().poll(cx) {
+                std::task::Poll::Ready(output) => std::task::Poll::Ready(Some(output)),
+                std::task::Poll::Pending if open => std::task::Poll::Pending,
+                std::task::Poll::Pending => std::task::Poll::Ready(None),
+            }
+        })
+        .await
+    }
+}
+
+impl Pooled {
+    /// Whether an idle connection is still open: one poll without a waker reads
+    /// any close the backend sent meanwhile.
+    fn alive(&mut self) -> bool {
+        !self.sender.is_closed()
+            && self
+                .connection
+                .drive(&mut std::task::Context::from_waker(std::task::Waker::noop()))
+    }
+}
+
 /// Idle connections by scheme and authority, at most [`MAX_IDLE_PER_HOST`] each.
 #[derive(Default)]
-struct Idle(std::sync::Mutex<HashMap<PoolKey, Vec<Sender>>>);
+struct Idle(std::sync::Mutex<HashMap<PoolKey, Vec<Pooled>>>);
 
 impl Idle {
-    fn take(&self, key: &PoolKey) -> Option<Sender> {
+    fn take(&self, key: &PoolKey) -> Option<Pooled> {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let senders = idle.get_mut(key)?;
-        while let Some(sender) = senders.pop() {
-            if !sender.is_closed() {
-                return Some(sender);
+        let connections = idle.get_mut(key)?;
+        while let Some(mut connection) = connections.pop() {
+            if connection.alive() {
+                return Some(connection);
             }
         }
         None
     }
 
-    fn put(&self, key: PoolKey, sender: Sender) {
-        if sender.is_closed() {
-            return;
-        }
+    fn put(&self, key: PoolKey, connection: Pooled) {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let senders = idle.entry(key).or_default();
-        senders.retain(|s| !s.is_closed());
-        if senders.len() < MAX_IDLE_PER_HOST {
-            senders.push(sender);
+        let connections = idle.entry(key).or_default();
+        if connections.len() < MAX_IDLE_PER_HOST {
+            connections.push(connection);
         }
     }
 }
@@ -149,6 +199,9 @@ pub(crate) enum DirectHttpError {
     /// The HTTP exchange failed.
     #[error(transparent)]
     Http(#[from] hyper::Error),
+    /// The connection ended before the answer.
+    #[error("the connection closed before the answer")]
+    Closed,
 }
 
 impl std::fmt::Debug for DirectClient {
@@ -220,22 +273,30 @@ impl DirectClient {
             request
         };
         // A pooled connection the backend closed before our request reached it
-        // fails with `is_canceled`: nothing was sent, so once more on a new one.
-        if let Some(mut sender) = self.idle.take(&key)
-            && sender.ready().await.is_ok()
+        // ends, or fails the request with `is_canceled`: nothing was sent, so once
+        // more on a new connection.
+        if let Some(mut pooled) = self.idle.take(&key)
+            && let Some(Ok(())) = pooled
+                .connection
+                .driving(std::future::poll_fn(|cx| pooled.sender.poll_ready(cx)))
+                .await
         {
-            match sender.send_request(request(headers.clone())).await {
-                Ok(response) => return Ok(self.pooled(response, sender, key)),
-                Err(error) if !error.is_canceled() => return Err(error.into()),
-                Err(_) => {}
+            let sent = pooled.sender.send_request(request(headers.clone()));
+            match pooled.connection.driving(sent).await {
+                Some(Ok(response)) => return Ok(self.pooled(response, pooled, key)),
+                Some(Err(error)) if !error.is_canceled() => return Err(error.into()),
+                _ => {}
             }
         }
-        let mut sender = self.connect(uri).await?;
-        let response = sender.send_request(request(headers)).await?;
-        Ok(self.pooled(response, sender, key))
+        let mut pooled = self.connect(uri).await?;
+        let sent = pooled.sender.send_request(request(headers));
+        match pooled.connection.driving(sent).await {
+            Some(response) => Ok(self.pooled(response?, pooled, key)),
+            None => Err(DirectHttpError::Closed),
+        }
     }
 
-    async fn connect(&self, uri: &http::Uri) -> Result<Sender, DirectHttpError> {
+    async fn connect(&self, uri: &http::Uri) -> Result<Pooled, DirectHttpError> {
         use tower::ServiceExt;
         let io = self
             .connector
@@ -244,55 +305,45 @@ impl DirectClient {
             .await
             .map_err(DirectHttpError::Connect)?;
         let (sender, connection) = hyper::client::conn::http1::handshake(io).await?;
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                tracing::debug!("a direct backend connection ended: {error}");
-            }
-        });
-        Ok(sender)
+        Ok(Pooled {
+            sender,
+            connection: Driven {
+                connection: Box::pin(connection),
+                ended: false,
+            },
+        })
     }
 
     fn pooled(
         &self,
         response: http::Response<Incoming>,
-        sender: Sender,
+        connection: Pooled,
         key: PoolKey,
     ) -> http::Response<PooledBody> {
         response.map(|inner| PooledBody {
             inner,
-            home: Some((sender, key, Arc::downgrade(&self.idle))),
+            connection: Some(connection),
+            home: Some((key, Arc::downgrade(&self.idle))),
         })
     }
 }
 
 pin_project_lite::pin_project! {
-    /// An answer's body; its connection goes back to the pool when it ends (or is
-    /// dropped: a connection whose body was not read to the end closes, and the
-    /// pool skips closed connections).
+    /// An answer's body. Reading it drives its connection, which goes back to the
+    /// pool when the body ends; a body dropped before its end closes the
+    /// connection (it cannot carry another request).
     pub(crate) struct PooledBody {
         #[pin]
         inner: Incoming,
-        home: Option<(Sender, PoolKey, std::sync::Weak<Idle>)>,
-    }
-
-    impl PinnedDrop for PooledBody {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(home) = this.project().home.take() {
-                go_home(home);
-            }
-        }
+        // Until the body ends.
+        connection: Option<Pooled>,
+        home: Option<(PoolKey, std::sync::Weak<Idle>)>,
     }
 }
 
 impl std::fmt::Debug for PooledBody {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PooledBody").finish_non_exhaustive()
-    }
-}
-
-fn go_home((sender, key, idle): (Sender, PoolKey, std::sync::Weak<Idle>)) {
-    if let Some(idle) = idle.upgrade() {
-        idle.put(key, sender);
     }
 }
 
@@ -305,11 +356,19 @@ impl http_body::Body for PooledBody {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, hyper::Error>>> {
         let this = self.project();
+        // The connection first: it moves what the socket has into the body.
+        if let Some(pooled) = this.connection.as_mut() {
+            pooled.connection.drive(cx);
+        }
         let frame = std::task::ready!(this.inner.poll_frame(cx));
         if frame.is_none()
-            && let Some(home) = this.home.take()
+            && let Some(mut pooled) = this.connection.take()
+            && let Some((key, idle)) = this.home.take()
+            // Once more, so it takes the end of the answer in and is ready again.
+            && pooled.connection.drive(cx)
+            && let Some(idle) = idle.upgrade()
         {
-            go_home(home);
+            idle.put(key, pooled);
         }
         std::task::Poll::Ready(frame)
     }

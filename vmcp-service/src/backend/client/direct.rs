@@ -19,7 +19,7 @@ use std::sync::{Arc, RwLock};
 
 use base64::Engine;
 use base64::prelude::BASE64_STANDARD;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, StatusCode};
 use http_body::Body as _;
@@ -325,7 +325,14 @@ impl DirectHttp {
                 continue; // priming event or keep-alive
             };
             match self.message(data.as_bytes(), id, relay)? {
-                Step::Answer(result) => return Ok(result),
+                Step::Answer(result) => {
+                    // MCP servers end a POST's stream after its answer. When that end
+                    // is already here, reading it now frees the connection for the
+                    // next call (a body dropped before its end closes it); when it
+                    // is not, the answer does not wait for it.
+                    let _ = events.next().now_or_never();
+                    return Ok(result);
+                }
                 Step::Relay(relayed) => {
                     if let Some((relay, _)) = relay {
                         relay.send(relayed).await;
@@ -600,6 +607,76 @@ mod tests {
         HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
     };
     use serde_json::json;
+
+    /// A backend answering every POST with a one-event stream that then ends (as
+    /// MCP servers do), over keep-alive connections; counts the connections.
+    async fn streaming_backend() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    loop {
+                        let mut seen = Vec::new();
+                        // The request's JSON body ends the request (one per write).
+                        while !seen.ends_with(b"}") {
+                            match stream.read(&mut buf).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                            }
+                        }
+                        let text = String::from_utf8_lossy(&seen);
+                        let id: String = text
+                            .split("\"id\":")
+                            .nth(1)
+                            .unwrap_or("0")
+                            .chars()
+                            .take_while(char::is_ascii_digit)
+                            .collect();
+                        let event = format!(
+                            "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n\n"
+                        );
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{event}",
+                            event.len()
+                        );
+                        if stream.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn calls_answered_in_event_streams_reuse_their_connection() {
+        let (url, accepted) = streaming_backend().await;
+        let direct = DirectHttp::new(
+            DirectClient::new(None, http::HeaderMap::new()),
+            &url,
+            ProtocolVersion::V_2026_07_28,
+            Implementation::new("vmcp", "0"),
+            ClientCapabilities::default(),
+            Box::new(|_| {}),
+        )
+        .unwrap();
+        for _ in 0..3 {
+            let answer = direct
+                .call_tool(CallToolRequestParams::new("echo"), None)
+                .await
+                .unwrap();
+            assert!(matches!(answer, CallToolResponse::Complete(_)));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
 
     #[test]
     fn lower_case_header_names_match_rmcp() {
