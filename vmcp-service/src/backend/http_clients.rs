@@ -12,11 +12,10 @@
 //! (its keep-alive timeout) or the client is dropped (a reload that changes the
 //! backend's TLS roots or headers, or a per-caller connection retired).
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -272,9 +271,9 @@ impl DirectClient {
             *request.headers_mut() = headers;
             request
         };
-        // A pooled connection the backend closed before our request reached it
-        // ends, or fails the request with `is_canceled`: nothing was sent, so once
-        // more on a new connection.
+        // A pooled connection the backend closed before our request reached it is
+        // not ready, or fails the request with `is_canceled`: nothing was sent, so
+        // once more on a new connection.
         if let Some(mut pooled) = self.idle.take(&key)
             && let Some(Ok(())) = pooled
                 .connection
@@ -284,8 +283,11 @@ impl DirectClient {
             let sent = pooled.sender.send_request(request(headers.clone()));
             match pooled.connection.driving(sent).await {
                 Some(Ok(response)) => return Ok(self.pooled(response, pooled, key)),
-                Some(Err(error)) if !error.is_canceled() => return Err(error.into()),
-                _ => {}
+                // Not sent (hyper's promise for `is_canceled`): retried below.
+                Some(Err(error)) if error.is_canceled() => {}
+                Some(Err(error)) => return Err(error.into()),
+                // Perhaps sent: a call is never repeated on a guess.
+                None => return Err(DirectHttpError::Closed),
             }
         }
         let mut pooled = self.connect(uri).await?;
