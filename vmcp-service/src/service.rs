@@ -531,19 +531,8 @@ where
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
         Box::pin(async move {
             let (inner, edge) = (&shared.inner, &shared.edge);
-            let mut response = match bare {
-                false => match listen {
-                    Some(listen) => inner.handle(listen.apply(req).await).await,
-                    None => {
-                        if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
-                            && let Some(response) = edge.serve(admitted).await
-                        {
-                            return Ok(held(response, in_use));
-                        }
-                        inner.handle(req).await
-                    }
-                },
-                true => match crate::bare::check(&shared.bare, req).await {
+            let mut response = if bare {
+                match crate::bare::check(&shared.bare, req).await {
                     Ok((req, parsed)) => {
                         if let Some((edge, admitted)) =
                             fast(edge, &req, parsed.map(Arc::new), owned)
@@ -554,7 +543,19 @@ where
                         inner.handle(req).await
                     }
                     Err(refused) => return Ok(refused),
-                },
+                }
+            } else {
+                match listen {
+                    Some(listen) => inner.handle(listen.apply(req).await).await,
+                    None => {
+                        if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
+                            && let Some(response) = edge.serve(admitted).await
+                        {
+                            return Ok(held(response, in_use));
+                        }
+                        inner.handle(req).await
+                    }
+                }
             };
             // rmcp answers a session DELETE with 202, which clients (the Python SDK
             // among them) take as failure: they expect 200 or 204 (or 405).
