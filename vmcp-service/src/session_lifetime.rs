@@ -150,12 +150,43 @@ pub(crate) fn hold_while_open<G: Send + Sync + 'static>(
     guard: G,
 ) -> http::Response<VmcpBody> {
     response.map(|body| {
-        body.map_frame(move |frame| {
-            let _held = &guard;
-            frame
-        })
+        Held {
+            body,
+            _guard: guard,
+        }
         .boxed()
     })
+}
+
+pin_project_lite::pin_project! {
+    /// A body holding `G` until it is dropped. Unlike a frame-mapping wrapper it
+    /// keeps the body's size, so a JSON answer still goes out with its
+    /// `Content-Length` instead of chunked.
+    struct Held<G> {
+        #[pin]
+        body: VmcpBody,
+        _guard: G,
+    }
+}
+
+impl<G> http_body::Body for Held<G> {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 #[cfg(test)]
@@ -169,6 +200,19 @@ mod tests {
             max_lifetime,
             max_sessions: 2,
         }
+    }
+
+    #[tokio::test]
+    async fn a_held_body_keeps_its_size_and_its_guard_until_dropped() {
+        use http_body::Body as _;
+        let guard = Arc::new(());
+        let body = http_body_util::Full::new(Bytes::from_static(b"{}")).boxed();
+        let response = hold_while_open(http::Response::new(body), guard.clone());
+        assert_eq!(response.body().size_hint().exact(), Some(2));
+        assert_eq!(Arc::strong_count(&guard), 2, "held by the body");
+        let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&bytes[..], b"{}");
+        assert_eq!(Arc::strong_count(&guard), 1, "released with the body");
     }
 
     #[test]
