@@ -6,8 +6,9 @@
 
 use base64::Engine;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use vmcp_examples::demo::{DemoSpec, RunningDemo, spawn};
-use vmcp_service::Vmcp;
+use vmcp_service::{Vmcp, VmcpService};
 use vmcp_tests::{config, serve_on_loopback};
 
 const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}"#;
@@ -300,10 +301,29 @@ pub(super) async fn backend() -> RunningDemo {
     spawn(spec, 0).await.expect("demo backend")
 }
 
-#[tokio::test]
-async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
-    let gh = backend().await;
-    let yaml = format!("backends: [{{name: gh, url: '{}'}}]", gh.url());
+/// One gateway in front of [`backend`], served twice on loopback: with the fast
+/// path, and with every request answered by rmcp's server. Stopped on drop.
+pub(super) struct TwoPaths {
+    pub(super) vmcp: Vmcp,
+    pub(super) fast: VmcpService,
+    pub(super) slow: VmcpService,
+    pub(super) fast_url: String,
+    pub(super) slow_url: String,
+    stops: [CancellationToken; 2],
+    _backend: RunningDemo,
+}
+
+impl Drop for TwoPaths {
+    fn drop(&mut self) {
+        for stop in &self.stops {
+            stop.cancel();
+        }
+    }
+}
+
+pub(super) async fn two_paths() -> TwoPaths {
+    let backend = backend().await;
+    let yaml = format!("backends: [{{name: gh, url: '{}'}}]", backend.url());
     let vmcp = Vmcp::start(config(&yaml)).await.expect("gateway starts");
     let fast = vmcp.service();
     let slow = vmcp.service().without_fast_path();
@@ -311,16 +331,33 @@ async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
         serve_on_loopback(axum::Router::new().nest_service("/mcp", fast.clone())).await;
     let (slow_addr, stop_slow) =
         serve_on_loopback(axum::Router::new().nest_service("/mcp", slow.clone())).await;
-    let (fast_url, slow_url) = (
-        format!("http://{fast_addr}/mcp"),
-        format!("http://{slow_addr}/mcp"),
-    );
+    TwoPaths {
+        vmcp,
+        fast,
+        slow,
+        fast_url: format!("http://{fast_addr}/mcp"),
+        slow_url: format!("http://{slow_addr}/mcp"),
+        stops: [stop_fast, stop_slow],
+        _backend: backend,
+    }
+}
+
+#[tokio::test]
+async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
+    let paths = two_paths().await;
+    let TwoPaths {
+        fast,
+        slow,
+        fast_url,
+        slow_url,
+        ..
+    } = &paths;
     let mut failures = Vec::new();
     for case in corpus() {
         let before = fast.fast_path_answers();
-        let (fast_status, fast_message) = send(&fast_url, &case).await;
+        let (fast_status, fast_message) = send(fast_url, &case).await;
         let took_fast = fast.fast_path_answers() > before;
-        let (slow_status, slow_message) = send(&slow_url, &case).await;
+        let (slow_status, slow_message) = send(slow_url, &case).await;
         let code = |m: &Value| m["error"]["code"].as_i64();
         if fast_status != slow_status || code(&fast_message) != code(&slow_message) {
             failures.push(format!(
@@ -356,7 +393,5 @@ async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
         fast.fast_path_answers() >= 10,
         "the fast path answered too little"
     );
-    stop_fast.cancel();
-    stop_slow.cancel();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

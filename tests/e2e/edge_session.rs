@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use vmcp_service::Vmcp;
-use vmcp_tests::{config, serve_on_loopback};
 
-use super::edge::{Case, backend, send};
+use super::edge::{Case, TwoPaths, send, two_paths};
 
 const LEGACY: &str = "2025-11-25";
 
@@ -289,21 +288,17 @@ async fn send_on(url: &str, (case, which): &(Case, Session), session: &str) -> (
 
 #[tokio::test]
 async fn session_requests_answer_alike_on_both_paths() {
-    let gh = backend().await;
-    let yaml = format!("backends: [{{name: gh, url: '{}'}}]", gh.url());
-    let vmcp = Vmcp::start(config(&yaml)).await.expect("gateway starts");
-    let fast = vmcp.service();
-    let slow = vmcp.service().without_fast_path();
-    let (fast_addr, stop_fast) =
-        serve_on_loopback(axum::Router::new().nest_service("/mcp", fast.clone())).await;
-    let (slow_addr, stop_slow) =
-        serve_on_loopback(axum::Router::new().nest_service("/mcp", slow.clone())).await;
-    let (fast_url, slow_url) = (
-        format!("http://{fast_addr}/mcp"),
-        format!("http://{slow_addr}/mcp"),
-    );
-    let fast_session = open(&vmcp, &fast_url, json!({})).await;
-    let slow_session = open(&vmcp, &slow_url, json!({})).await;
+    let paths = two_paths().await;
+    let TwoPaths {
+        vmcp,
+        fast,
+        slow,
+        fast_url,
+        slow_url,
+        ..
+    } = &paths;
+    let fast_session = open(vmcp, fast_url, json!({})).await;
+    let slow_session = open(vmcp, slow_url, json!({})).await;
     let cases = corpus();
     // Sessions whose state needs the handler: a log level set, a client that can be
     // asked for input. Plain calls on them stay with rmcp.
@@ -314,8 +309,8 @@ async fn session_requests_answer_alike_on_both_paths() {
         ("client with roots", json!({"roots": {}}), false),
     ] {
         let pair = [
-            open(&vmcp, &fast_url, capabilities.clone()).await,
-            open(&vmcp, &slow_url, capabilities).await,
+            open(vmcp, fast_url, capabilities.clone()).await,
+            open(vmcp, slow_url, capabilities).await,
         ];
         if level {
             for (url, session) in [(&fast_url, &pair[0]), (&slow_url, &pair[1])] {
@@ -362,9 +357,9 @@ async fn session_requests_answer_alike_on_both_paths() {
     };
     for case in &cases {
         let before = fast.fast_path_answers();
-        let fast_answer = send_on(&fast_url, case, &fast_session).await;
+        let fast_answer = send_on(fast_url, case, &fast_session).await;
         let took_fast = fast.fast_path_answers() > before;
-        let slow_answer = send_on(&slow_url, case, &slow_session).await;
+        let slow_answer = send_on(slow_url, case, &slow_session).await;
         check(case, took_fast, fast_answer, slow_answer);
     }
     let plain_call = corpus().swap_remove(0);
@@ -377,14 +372,14 @@ async fn session_requests_answer_alike_on_both_paths() {
         );
         case.0.name = name;
         let before = fast.fast_path_answers();
-        let fast_answer = send_on(&fast_url, &case, fast_on).await;
+        let fast_answer = send_on(fast_url, &case, fast_on).await;
         let took_fast = fast.fast_path_answers() > before;
-        let slow_answer = send_on(&slow_url, &case, slow_on).await;
+        let slow_answer = send_on(slow_url, &case, slow_on).await;
         check(&case, took_fast, fast_answer, slow_answer);
     }
     // The plain session is still served fast after all that.
     let before = fast.fast_path_answers();
-    let (status, message) = send_on(&fast_url, &plain_call, &fast_session).await;
+    let (status, message) = send_on(fast_url, &plain_call, &fast_session).await;
     assert_eq!(status, 200);
     assert_eq!(
         message["result"]["content"][0]["text"], "gh: hi",
@@ -392,7 +387,5 @@ async fn session_requests_answer_alike_on_both_paths() {
     );
     assert!(fast.fast_path_answers() > before);
     assert_eq!(slow.fast_path_answers(), 0);
-    stop_fast.cancel();
-    stop_slow.cancel();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -141,6 +141,7 @@ pub async fn modern_with_headers(
 
 /// A raw Legacy (2025-11-25) session with an optional bearer token.
 pub struct LegacySession {
+    http: reqwest::Client,
     url: String,
     token: Option<String>,
     session: String,
@@ -150,7 +151,13 @@ pub struct LegacySession {
 impl LegacySession {
     /// `initialize` + `notifications/initialized`.
     pub async fn open(url: &str, token: Option<&str>) -> Self {
-        let mut request = reqwest::Client::new()
+        Self::open_with(&reqwest::Client::new(), url, token).await
+    }
+
+    /// [`LegacySession::open`] over `http`'s connections (e.g. one client for
+    /// thousands of sessions).
+    pub async fn open_with(http: &reqwest::Client, url: &str, token: Option<&str>) -> Self {
+        let mut request = http
             .post(url)
             .header("Accept", "application/json, text/event-stream")
             .json(
@@ -172,6 +179,7 @@ impl LegacySession {
             .to_owned();
         let _ = response.text().await;
         let mut this = Self {
+            http: http.clone(),
             url: url.to_owned(),
             token: token.map(str::to_owned),
             session,
@@ -184,16 +192,47 @@ impl LegacySession {
         this
     }
 
-    async fn send(&mut self, body: Value) -> Reply {
-        let mut request = reqwest::Client::new()
-            .post(&self.url)
-            .header("Accept", "application/json, text/event-stream")
+    /// The `Mcp-Session-Id`.
+    pub fn id(&self) -> &str {
+        &self.session
+    }
+
+    /// `request` with the session's headers and bearer token.
+    fn with_session(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let request = request
             .header("MCP-Protocol-Version", "2025-11-25")
-            .header("Mcp-Session-Id", &self.session)
-            .json(&body);
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token);
+            .header("Mcp-Session-Id", &self.session);
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
         }
+    }
+
+    /// Open the session's standalone GET event stream (asserting 200).
+    pub async fn stream(&self) -> reqwest::Response {
+        let request = self
+            .with_session(self.http.get(&self.url))
+            .header("Accept", "text/event-stream");
+        let stream = request.send().await.expect("GET the session's stream");
+        assert_eq!(stream.status(), 200, "GET stream opened");
+        stream
+    }
+
+    /// End the session with DELETE; its HTTP status.
+    pub async fn delete(&self) -> u16 {
+        self.with_session(self.http.delete(&self.url))
+            .send()
+            .await
+            .expect("DELETE the session")
+            .status()
+            .as_u16()
+    }
+
+    async fn send(&mut self, body: Value) -> Reply {
+        let request = self
+            .with_session(self.http.post(&self.url))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&body);
         let response = request.send().await.expect("POST to the gateway");
         let status = response.status().as_u16();
         let headers = response.headers().clone();

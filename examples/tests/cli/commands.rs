@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::process::Command;
+use vmcp_tests::stacked::LegacySession;
 use vmcp_tests::{names, py_client};
 
 use super::serve::{Serve, VMCP};
@@ -169,7 +170,7 @@ async fn serve_on_the_embedded_default_in_all_three_client_modes() {
     }
 
     // SIGTERM stops it gracefully, even with a Legacy client's GET stream open.
-    let _stream = open_legacy_stream(&url).await;
+    let _stream = LegacySession::open(&url, None).await.stream().await;
     let status = server.terminate(Duration::from_secs(10)).await;
     assert!(status.success(), "graceful exit, got {status}");
 }
@@ -193,45 +194,6 @@ async fn serve_refuses_an_invalid_config_without_starting() {
         String::from_utf8_lossy(&out.stderr)
             .contains("backends[0].url must start with http:// or https://")
     );
-}
-
-/// Initialize a Legacy session by hand and open its standalone GET SSE stream.
-async fn open_legacy_stream(url: &str) -> reqwest::Response {
-    let http = reqwest::Client::new();
-    let init = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "cli-test", "version": "0"}}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = init.text().await;
-    http.post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    let stream = http
-        .get(url)
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stream.status(), 200, "GET stream opened");
-    stream
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -516,40 +478,11 @@ fn rss_kib(pid: u32) -> u64 {
 
 /// One Legacy session: initialize, initialized, DELETE.
 async fn session_cycle(client: &reqwest::Client, url: &str) {
-    let response = client
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "rss", "version": "1"}}}),
-        )
-        .send()
+    let deleted = LegacySession::open_with(client, url, None)
         .await
-        .unwrap();
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = response.bytes().await;
-    let posted = client
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(posted.status(), 202);
-    let deleted = client
-        .delete(url)
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(deleted.status().is_success(), "{}", deleted.status());
+        .delete()
+        .await;
+    assert!((200..300).contains(&deleted), "{deleted}");
 }
 
 /// 10 cycles of 2,000 Legacy sessions opened and DELETEd leave the gateway's RSS

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use vmcp_tests::stacked::LegacySession;
 use vmcp_tests::tls::{TestCa, serve_tls_on_loopback};
 use vmcp_tests::{free_port, py_client_with_stderr};
 
@@ -36,38 +37,6 @@ fn assert_no_error_line(log: &str) {
     assert!(log.contains("vmcp stopped"), "{log}");
 }
 
-/// Initialize a Legacy session by hand; its id.
-async fn legacy_session(http: &reqwest::Client, url: &str) -> String {
-    let init = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "logs-test", "version": "0"}}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(init.status(), 200);
-    let session = init.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = init.text().await;
-    let initialized = http
-        .post(url)
-        .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(initialized.status(), 202, "a notification is accepted");
-    session
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_sessions_end_cleanly_and_sigterm_with_a_client_logs_no_error() {
     let server = start("legacy-end", &[]).await;
@@ -85,23 +54,13 @@ async fn legacy_sessions_end_cleanly_and_sigterm_with_a_client_logs_no_error() {
 
     // The same by hand: DELETE ends the session, which is then unknown (404).
     let http = reqwest::Client::new();
-    let session = legacy_session(&http, &url).await;
-    let deleted = http
-        .delete(&url)
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        [200, 204].contains(&deleted.status().as_u16()),
-        "DELETE answered {}",
-        deleted.status()
-    );
+    let session = LegacySession::open_with(&http, &url, None).await;
+    let deleted = session.delete().await;
+    assert!([200, 204].contains(&deleted), "DELETE answered {deleted}");
     let after = http
         .post(&url)
         .header("Accept", "application/json, text/event-stream")
-        .header("Mcp-Session-Id", &session)
+        .header("Mcp-Session-Id", session.id())
         .header("MCP-Protocol-Version", "2025-11-25")
         .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
         .send()
@@ -110,16 +69,10 @@ async fn legacy_sessions_end_cleanly_and_sigterm_with_a_client_logs_no_error() {
     assert_eq!(after.status(), 404, "the ended session is gone");
 
     // SIGTERM with a Legacy client's GET stream still open.
-    let session = legacy_session(&http, &url).await;
-    let stream = http
-        .get(&url)
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", &session)
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .send()
+    let stream = LegacySession::open_with(&http, &url, None)
         .await
-        .unwrap();
-    assert_eq!(stream.status(), 200, "GET stream opened");
+        .stream()
+        .await;
     let log = terminate(server).await;
     drop(stream);
     assert_no_error_line(&log);
