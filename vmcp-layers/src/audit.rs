@@ -1,5 +1,4 @@
 // Over 600 lines: the record schema, its writer and the layer are one idea; a fifth is tests.
-// Over 600 lines: the request line, its sink and its layer belong together.
 #![doc = include_str!("../../docs/layers/audit.md")]
 //!
 //! # Example

@@ -1,0 +1,252 @@
+//! [`VmcpService`]: the MCP endpoint as a tower `Service`, deciding per request
+//! between the session binding, the bare door checks, the fast path and rmcp.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::aggregator::Aggregator;
+use crate::handler::VmcpHandler;
+use crate::session_binding::SessionBindings;
+use crate::sessions::Sessions;
+
+/// The aggregating MCP endpoint as a tower `Service<http::Request<B>>`: mount it in
+/// axum with `nest_service`/`route_service`, or serve it with hyper directly.
+///
+/// ```no_run
+/// # async fn run(gateway: vmcp_service::Vmcp) -> std::io::Result<()> {
+/// let mcp: vmcp_service::VmcpService = gateway.service();
+/// let app = axum::Router::new().nest_service("/mcp", mcp);
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct VmcpService {
+    /// One `Arc`: tower and axum clone the service for every request, and cloning
+    /// rmcp's service copies its settings (host and origin lists): about 15 k
+    /// instructions per request, twice, before this was shared.
+    shared: Arc<Shared>,
+}
+
+#[derive(Clone)]
+pub(super) struct Shared {
+    pub(super) inner: StreamableHttpService<VmcpHandler, LocalSessionManager>,
+    /// The door checks made when no layer stack is in front (`bare`).
+    pub(super) bare: crate::bare::BareChecks,
+    /// Who created each Legacy session, and its lifetime.
+    pub(super) bindings: Arc<SessionBindings>,
+    /// rmcp's sessions, to close those over the cap or past their lifetime.
+    pub(super) manager: Arc<LocalSessionManager>,
+    /// The configuration the session limits are read from, and the composite step
+    /// check (`composite::gate`).
+    pub(super) aggregator: Arc<Aggregator>,
+    pub(super) sessions: Arc<Sessions>,
+    /// The fast path for plain requests; `None` sends everything to rmcp.
+    pub(super) edge: Option<crate::edge::Edge>,
+}
+
+impl VmcpService {
+    pub(super) fn new(shared: Shared) -> Self {
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// This service with every request answered by rmcp's server: no fast path
+    /// (see the `edge` module). For comparisons; the answers are the same.
+    pub fn without_fast_path(mut self) -> Self {
+        Arc::make_mut(&mut self.shared).edge = None;
+        self
+    }
+
+    /// How many requests the fast path of this service (and its clones) answered.
+    pub fn fast_path_answers(&self) -> u64 {
+        self.shared
+            .edge
+            .as_ref()
+            .map_or(0, crate::edge::Edge::served)
+    }
+}
+
+impl std::fmt::Debug for VmcpService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VmcpService").finish_non_exhaustive()
+    }
+}
+
+/// The response body type of [`VmcpService`].
+pub type VmcpBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// A 403 carrying the gate's denial body.
+fn denied_response(body: Vec<u8>) -> http::Response<VmcpBody> {
+    use http_body_util::BodyExt;
+    let mut response = http::Response::new(http_body_util::Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() = http::StatusCode::FORBIDDEN;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+impl<B> tower::Service<http::Request<B>> for VmcpService
+where
+    B: http_body::Body + Send + 'static,
+    B::Error: std::fmt::Display,
+    B::Data: Send + 'static,
+{
+    type Response = http::Response<VmcpBody>;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        use crate::session_binding::{Use, Verdict, created_by, identity_of, redirect_to_nowhere};
+        // Backend deadlines are timed from here (see `CallBudget::since`).
+        req.extensions_mut()
+            .insert(crate::backend::Received(tokio::time::Instant::now()));
+        let shared = self.shared.clone();
+        let identity = identity_of(&req);
+        let session = crate::session_binding::session_of(&req);
+        let limits = crate::session_lifetime::limits(&shared.aggregator);
+        let delete = req.method() == http::Method::DELETE;
+        let mut in_use = None;
+        if let Some(session) = &session {
+            match shared
+                .bindings
+                .verdict(session, identity.as_deref(), &limits)
+            {
+                Verdict::Owner => {
+                    let kind = match *req.method() {
+                        http::Method::POST => Use::Call,
+                        http::Method::GET => Use::Stream,
+                        _ => Use::Touch,
+                    };
+                    in_use = Some(shared.bindings.enter(session, kind));
+                }
+                Verdict::Stranger => {
+                    tracing::debug!("a request for a session bound to another caller or retired");
+                    redirect_to_nowhere(&mut req);
+                }
+            }
+        }
+        if let Some(body) = crate::composite::gate::denial(
+            &shared.aggregator.workflows(),
+            &shared.aggregator.catalog(),
+            req.extensions(),
+        ) {
+            return Box::pin(futures::future::ready(Ok(denied_response(body))));
+        }
+        let deleting = in_use.is_some() && delete;
+        let bare = !crate::bare::behind_stack(&req);
+        let listen = crate::listen_filter::admission(&req);
+        // Behind the stack the parse layer's request is the one parse; when bare, the
+        // bare checks' parse is.
+        let stacked = req
+            .extensions()
+            .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
+            .cloned();
+        // The session the fast path may answer for: bound to this caller and held.
+        let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
+        Box::pin(async move {
+            let (inner, edge) = (&shared.inner, &shared.edge);
+            let mut response = if bare {
+                match crate::bare::check(&shared.bare, req).await {
+                    Ok((req, parsed)) => {
+                        if let Some((edge, admitted)) =
+                            fast(edge, &req, parsed.map(Arc::new), owned)
+                            && let Some(response) = edge.serve(admitted).await
+                        {
+                            return Ok(held(response, in_use));
+                        }
+                        inner.handle(req).await
+                    }
+                    Err(refused) => return Ok(refused),
+                }
+            } else {
+                match listen {
+                    Some(listen) => inner.handle(listen.apply(req).await).await,
+                    None => {
+                        if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
+                            && let Some(response) = edge.serve(admitted).await
+                        {
+                            return Ok(held(response, in_use));
+                        }
+                        inner.handle(req).await
+                    }
+                }
+            };
+            // rmcp answers a session DELETE with 202, which clients (the Python SDK
+            // among them) take as failure: they expect 200 or 204 (or 405).
+            if delete && response.status() == http::StatusCode::ACCEPTED {
+                *response.status_mut() = http::StatusCode::NO_CONTENT;
+            }
+            match &session {
+                None => {
+                    if let Some(created) = created_by(&response)
+                        && !shared
+                            .bindings
+                            .bind(&created, identity.as_deref(), limits.max_sessions)
+                    {
+                        tracing::warn!(
+                            cap = limits.max_sessions,
+                            "refused a new Legacy session: operational.sessions.maxSessions reached"
+                        );
+                        crate::session_lifetime::close(
+                            &shared.manager,
+                            &shared.bindings,
+                            &shared.sessions,
+                            &created,
+                        )
+                        .await;
+                        return Ok(crate::session_lifetime::over_cap(
+                            shared.bindings.next_retirement(&limits),
+                        ));
+                    }
+                }
+                Some(session) if deleting && response.status().is_success() => {
+                    shared.bindings.unbind(session);
+                    shared.sessions.remove_legacy(session);
+                }
+                Some(_) => {}
+            }
+            Ok(held(response, in_use))
+        })
+    }
+}
+
+/// The fast path's decision for `req` (see `edge`); a session's other messages are
+/// shown to the edge too (a `notifications/cancelled` may name a call it runs).
+fn fast<'e, B: http_body::Body>(
+    edge: &'e Option<crate::edge::Edge>,
+    req: &http::Request<B>,
+    parsed: Option<Arc<vmcp_layers::ParsedMcpRequest>>,
+    session: Option<String>,
+) -> Option<(&'e crate::edge::Edge, crate::edge::Admitted)> {
+    let (edge, parsed) = (edge.as_ref()?, parsed?);
+    let admitted = edge.admit(req, &parsed, session.as_deref());
+    if let (None, Some(session)) = (&admitted, &session) {
+        edge.session_message(session, &parsed);
+    }
+    admitted.map(|admitted| (edge, admitted))
+}
+
+/// `response`, keeping its session in use until its body ends.
+fn held(
+    response: http::Response<VmcpBody>,
+    in_use: Option<Option<crate::session_binding::InUse>>,
+) -> http::Response<VmcpBody> {
+    match in_use.flatten() {
+        Some(guard) => crate::session_lifetime::hold_while_open(response, guard),
+        None => response,
+    }
+}
