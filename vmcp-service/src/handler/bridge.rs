@@ -116,21 +116,18 @@ impl super::VmcpHandler {
         let limits = self.aggregator.config().operational.parked_calls.limits();
         // The caller may take its time to answer the backend's questions.
         budget.timeout += limits.ttl;
-        let caller = caller_bytes(ctx);
+        let parking = Parking {
+            ctx,
+            parked: &self.parked,
+            sealer: &self.sealer,
+            limits,
+            caps,
+            caller: caller_bytes(ctx),
+            tool: name,
+        };
         if let Some(state) = params.request_state.take() {
             let responses = params.input_responses.take();
-            return resume(
-                ctx,
-                &self.parked,
-                &self.sealer,
-                limits,
-                caps,
-                caller,
-                name,
-                &state,
-                responses,
-            )
-            .await;
+            return parking.resume(&state, responses).await;
         }
         let outcome = if super::is_modern(ctx) {
             let (this, task_ctx, task_client) = (self.clone(), ctx.clone(), client.clone());
@@ -142,17 +139,7 @@ impl super::VmcpHandler {
                 })
                 .await
             });
-            drive_parking(
-                ctx,
-                &self.parked,
-                &self.sealer,
-                limits,
-                caps,
-                caller,
-                name,
-                running,
-            )
-            .await
+            parking.drive(running).await
         } else {
             drive_asking(ctx, wants, caps, limits.ttl, |relay| {
                 self.on_backend_as(client, ctx, caps, move |c| {
@@ -400,92 +387,95 @@ fn parse_payload(payload: &[u8], tool: &str) -> Option<u64> {
     (name == tool.as_bytes()).then(|| u64::from_be_bytes(id.try_into().unwrap_or_default()))
 }
 
-/// Drive a 2026-07-28 caller's call until it ends or the backend asks something;
-/// an ask parks the call and answers the caller `input_required`.
-#[allow(clippy::too_many_arguments)] // The handler's pieces, passed through.
-async fn drive_parking(
-    ctx: &RequestContext<RoleServer>,
-    parked: &Arc<Parked>,
-    sealer: &Sealer,
+/// A 2026-07-28 caller's call that may park: whose it is, where parked calls are
+/// kept and sealed, and what its caller may be asked.
+struct Parking<'a> {
+    ctx: &'a RequestContext<RoleServer>,
+    parked: &'a Arc<Parked>,
+    sealer: &'a Sealer,
     limits: ParkedLimits,
     caps: ClientCaps,
     caller: Vec<u8>,
-    tool: &str,
-    mut running: Running,
-) -> Result<Result<CallToolResponse, BackendError>, Cancelled> {
-    loop {
-        let event = tokio::select! {
-            biased;
-            () = ctx.ct.cancelled() => Event::Cancelled,
-            Some(item) = running.relayed.recv() => Event::Relayed(item),
-            Some(ask) = running.asked.recv() => Event::Ask(ask),
-            outcome = &mut running.outcome => Event::Done(outcome),
-        };
-        match event {
-            Event::Cancelled => return Err(Cancelled),
-            Event::Relayed(item) => deliver(&ctx.peer, item).await,
-            Event::Ask(ask) if !caps.allows(&ask.request) => {
-                let answer = policy_answer(&ask.request);
-                let _ = ask.reply.send(answer);
-            }
-            Event::Ask(ask) => {
-                return Ok(
-                    match parked.park(sealer, limits, caller, tool, running, ask) {
-                        Ok(input) => Ok(CallToolResponse::InputRequired(input)),
-                        Err(error) => Err(BackendError::Mcp {
-                            backend: Arc::from("vmcp"),
-                            error: error.into(),
-                        }),
-                    },
-                );
-            }
-            Event::Done(outcome) => {
-                while let Ok(item) = running.relayed.try_recv() {
-                    deliver(&ctx.peer, item).await;
+    tool: &'a str,
+}
+
+impl Parking<'_> {
+    /// Drive the call until it ends or the backend asks something; an ask parks
+    /// the call and answers the caller `input_required`.
+    async fn drive(
+        self,
+        mut running: Running,
+    ) -> Result<Result<CallToolResponse, BackendError>, Cancelled> {
+        let Self {
+            ctx,
+            parked,
+            sealer,
+            limits,
+            caps,
+            caller,
+            tool,
+        } = self;
+        loop {
+            let event = tokio::select! {
+                biased;
+                () = ctx.ct.cancelled() => Event::Cancelled,
+                Some(item) = running.relayed.recv() => Event::Relayed(item),
+                Some(ask) = running.asked.recv() => Event::Ask(ask),
+                outcome = &mut running.outcome => Event::Done(outcome),
+            };
+            match event {
+                Event::Cancelled => return Err(Cancelled),
+                Event::Relayed(item) => deliver(&ctx.peer, item).await,
+                Event::Ask(ask) if !caps.allows(&ask.request) => {
+                    let answer = policy_answer(&ask.request);
+                    let _ = ask.reply.send(answer);
                 }
-                return Ok(outcome.unwrap_or_else(|_| {
-                    Err(BackendError::Mcp {
-                        backend: Arc::from("vmcp"),
-                        error: ErrorData::internal_error("the call ended without an answer", None),
-                    })
-                }));
+                Event::Ask(ask) => {
+                    return Ok(
+                        match parked.park(sealer, limits, caller, tool, running, ask) {
+                            Ok(input) => Ok(CallToolResponse::InputRequired(input)),
+                            Err(error) => Err(BackendError::Mcp {
+                                backend: Arc::from("vmcp"),
+                                error: error.into(),
+                            }),
+                        },
+                    );
+                }
+                Event::Done(outcome) => {
+                    while let Ok(item) = running.relayed.try_recv() {
+                        deliver(&ctx.peer, item).await;
+                    }
+                    return Ok(outcome.unwrap_or_else(|_| {
+                        Err(BackendError::Mcp {
+                            backend: Arc::from("vmcp"),
+                            error: ErrorData::internal_error(
+                                "the call ended without an answer",
+                                None,
+                            ),
+                        })
+                    }));
+                }
             }
         }
     }
-}
 
-/// Resume the parked call `state` names: the caller's `responses` answer the
-/// backend's request, and the call is driven on (it may park again).
-#[allow(clippy::too_many_arguments)] // One call site; the pieces are the handler's.
-async fn resume(
-    ctx: &RequestContext<RoleServer>,
-    parked: &Arc<Parked>,
-    sealer: &Sealer,
-    limits: ParkedLimits,
-    caps: ClientCaps,
-    caller: Vec<u8>,
-    tool: &str,
-    state: &str,
-    responses: Option<rmcp::model::InputResponses>,
-) -> Result<Result<CallToolResponse, BackendError>, ErrorData> {
-    let call = parked.take(sealer, &caller, tool, state)?;
-    let answer = match responses.and_then(|mut r| r.remove(INPUT_KEY)) {
-        Some(value) => crate::backend::bridge::answer_from_json(&call.pending.request, value),
-        None => Err(ErrorData::invalid_params("no input response", None)),
-    };
-    let _ = call.pending.reply.send(answer);
-    drive_parking(
-        ctx,
-        parked,
-        sealer,
-        limits,
-        caps,
-        caller,
-        tool,
-        call.running,
-    )
-    .await
-    .map_err(ErrorData::from)
+    /// Resume the parked call `state` names: the caller's `responses` answer the
+    /// backend's request, and the call is driven on (it may park again).
+    async fn resume(
+        self,
+        state: &str,
+        responses: Option<rmcp::model::InputResponses>,
+    ) -> Result<Result<CallToolResponse, BackendError>, ErrorData> {
+        let call = self
+            .parked
+            .take(self.sealer, &self.caller, self.tool, state)?;
+        let answer = match responses.and_then(|mut r| r.remove(INPUT_KEY)) {
+            Some(value) => crate::backend::bridge::answer_from_json(&call.pending.request, value),
+            None => Err(ErrorData::invalid_params("no input response", None)),
+        };
+        let _ = call.pending.reply.send(answer);
+        self.drive(call.running).await.map_err(ErrorData::from)
+    }
 }
 
 /// The caller a parked call belongs to, as sealed: issuer and subject, or one marker
