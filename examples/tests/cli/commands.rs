@@ -337,7 +337,6 @@ telemetry: {{enablePrometheusMetricsPath: true}}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     use vmcp_examples::demo::{DemoSpec, spawn};
-    use vmcp_tests::stacked::LegacySession;
 
     let gh = spawn(DemoSpec::new("gh", &["echo", "add"]), 0)
         .await
