@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::process::Command;
-use vmcp_tests::stacked::LegacySession;
+use vmcp_tests::stacked::{LegacySession, tool_names};
 use vmcp_tests::{names, py_client};
 
 use super::serve::{Serve, VMCP};
@@ -407,6 +407,64 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
     );
     let still = session.request("tools/call", echo_call).await;
     assert_eq!(still.status, 200);
+    let _ = server.child.kill().await;
+}
+
+/// A SIGHUP that finds 100,000 levels of flow nesting in the file is refused without
+/// stalling the gateway (the check runs before parsing, and the load off the async
+/// runtime; a quadratic parse of it once held requests for ~55 s): a live session's
+/// requests around the reload are answered promptly, and the old configuration stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_reload_is_refused_without_delaying_requests() {
+    use std::time::Instant;
+    use vmcp_examples::demo::{DemoSpec, spawn};
+
+    let a = spawn(DemoSpec::new("a", &["x"]), 0).await.unwrap();
+    let path = temp_file(
+        "reload-hostile",
+        &format!("backends:\n  - {{name: a, url: '{}'}}\n", a.url()),
+    );
+    let log = path.with_extension("log");
+    let mut server = Serve::new()
+        .config(&path)
+        .env("RUST_LOG", "info")
+        .stderr_to(&log)
+        .start()
+        .await;
+    let url = server.url();
+    let mut session = LegacySession::open(&url, None).await;
+    assert_eq!(session.request("tools/list", json!({})).await.status, 200);
+
+    std::fs::write(
+        &path,
+        format!("a: {}{}\n", "[".repeat(100_000), "]".repeat(100_000)),
+    )
+    .unwrap();
+    server.signal("-HUP");
+    let refused = || {
+        std::fs::read_to_string(&log).is_ok_and(|l| {
+            l.contains("configuration reload refused") && l.contains("nested deeper than 64")
+        })
+    };
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    while !refused() {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the reload was not refused in 10 s"
+        );
+        let asked = Instant::now();
+        let reply = session.request("tools/list", json!({})).await;
+        slowest = slowest.max(asked.elapsed());
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        assert_eq!(tool_names(&reply), ["a_x"]);
+    }
+    assert!(
+        slowest < Duration::from_secs(1),
+        "a request waited {slowest:?} during the reload"
+    );
+    let after = session.request("tools/list", json!({})).await;
+    assert_eq!(tool_names(&after), ["a_x"], "the old configuration stays");
     let _ = server.child.kill().await;
 }
 
