@@ -58,11 +58,22 @@ pub async fn start_gateway(
         });
         let stop = CancellationToken::new();
         let token = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { token.cancelled_owned().await })
-                .await;
-        });
+        // `vmcp_service::serve`, as `vmcp serve` runs; `VMCP_BENCH_AXUM_SERVE=1` for
+        // `axum::serve`, the loop it replaces (the same service, more wake-ups).
+        let stopped = async move { token.cancelled_owned().await };
+        if std::env::var_os("VMCP_BENCH_AXUM_SERVE").is_some() {
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await;
+            });
+        } else {
+            tokio::spawn(async move {
+                let _ = vmcp_service::serve(listener, app)
+                    .with_graceful_shutdown(stopped)
+                    .await;
+            });
+        }
         anyhow::Ok(Ok((Gateway { vmcp, addr, stop }, stack)))
     })
     .await?

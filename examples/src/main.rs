@@ -234,7 +234,8 @@ async fn serve(
     // Stop the gateway inside the graceful-shutdown future: that closes open SSE
     // streams, which graceful shutdown would otherwise wait on forever.
     let stopping = gateway.clone();
-    axum::serve(listener, app)
+    // axum::serve's loop, with each connection's task absorbing its own wake-ups.
+    vmcp_service::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             logging.shutting_down();

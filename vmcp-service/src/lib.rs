@@ -47,9 +47,11 @@ mod names;
 mod pagination;
 mod propagation;
 mod reload;
+mod rewake;
 mod router;
 #[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
 mod seal;
+mod serve;
 mod service;
 mod session_binding;
 mod session_lifetime;
@@ -67,6 +69,8 @@ pub struct ReadmeDoctests;
 pub use aggregator::{Aggregator, CatalogChange, CatalogProvider};
 pub use config::{ConfigError, VmcpConfig};
 pub use reload::ReloadError;
+pub use rewake::Rewake;
+pub use serve::{Serve, serve};
 pub use service::{StartError, Vmcp, VmcpBody, VmcpService};
 pub use sessions::Sessions;
 

@@ -157,7 +157,7 @@ where
             .cloned();
         // The session the fast path may answer for: bound to this caller and held.
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
-        Box::pin(async move {
+        Box::pin(crate::rewake::Rewake::new(async move {
             let (inner, edge) = (&shared.inner, &shared.edge);
             let mut response = if bare {
                 match crate::bare::check(&shared.bare, req).await {
@@ -220,7 +220,7 @@ where
                 Some(_) => {}
             }
             Ok(held(response, in_use))
-        })
+        }))
     }
 }
 
