@@ -290,7 +290,9 @@ impl DirectClient {
                 None => return Err(DirectHttpError::Closed),
             }
         }
-        let mut pooled = self.connect(uri).await?;
+        // Boxed: connecting (TCP, TLS, handshake) is the rare path, and its future
+        // inline would make every call's future kilobytes larger, moved each time.
+        let mut pooled = Box::pin(self.connect(uri)).await?;
         let sent = pooled.sender.send_request(request(headers));
         match pooled.connection.driving(sent).await {
             Some(response) => Ok(self.pooled(response?, pooled, key)),

@@ -103,7 +103,9 @@ where
 {
     type Response = http::Response<VmcpBody>;
     type Error = Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;
+    /// The request's future, boxed, inside [`Rewake`](crate::Rewake): boxed first, so
+    /// wrapping it moves a pointer, not the future (several KiB).
+    type Future = crate::Rewake<BoxFuture<'static, Result<Self::Response, Infallible>>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
@@ -144,7 +146,7 @@ where
             &shared.aggregator.catalog(),
             req.extensions(),
         ) {
-            return Box::pin(futures::future::ready(Ok(denied_response(body))));
+            return crate::Rewake::new(Box::pin(futures::future::ready(Ok(denied_response(body)))));
         }
         let deleting = in_use.is_some() && delete;
         let bare = !crate::bare::behind_stack(&req);
@@ -157,7 +159,10 @@ where
             .cloned();
         // The session the fast path may answer for: bound to this caller and held.
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
-        Box::pin(crate::rewake::Rewake::new(async move {
+        // rmcp's `handle` and the session close are boxed where they are awaited: the
+        // fast path's requests need neither, and this future is moved once per
+        // request (8 KiB with them inline).
+        crate::Rewake::new(Box::pin(async move {
             let (inner, edge) = (&shared.inner, &shared.edge);
             let mut response = if bare {
                 match crate::bare::check(&shared.bare, req).await {
@@ -168,20 +173,20 @@ where
                         {
                             return Ok(held(response, in_use));
                         }
-                        inner.handle(req).await
+                        Box::pin(inner.handle(req)).await
                     }
                     Err(refused) => return Ok(refused),
                 }
             } else {
                 match listen {
-                    Some(listen) => inner.handle(listen.apply(req).await).await,
+                    Some(listen) => Box::pin(inner.handle(listen.apply(req).await)).await,
                     None => {
                         if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
                             && let Some(response) = edge.serve(admitted).await
                         {
                             return Ok(held(response, in_use));
                         }
-                        inner.handle(req).await
+                        Box::pin(inner.handle(req)).await
                     }
                 }
             };
@@ -201,12 +206,12 @@ where
                             cap = limits.max_sessions,
                             "refused a new Legacy session: operational.sessions.maxSessions reached"
                         );
-                        crate::session_lifetime::close(
+                        Box::pin(crate::session_lifetime::close(
                             &shared.manager,
                             &shared.bindings,
                             &shared.sessions,
                             &created,
-                        )
+                        ))
                         .await;
                         return Ok(crate::session_lifetime::over_cap(
                             shared.bindings.next_retirement(&limits),

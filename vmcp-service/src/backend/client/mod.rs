@@ -436,8 +436,9 @@ impl BackendClient {
                 tracing::info!(backend = %self.name, revision = %conn.revision, "backend connected");
                 *slot = Some(conn.clone());
                 drop(slot);
-                // Within the caller's deadline too.
-                self.apply_subscriptions(&conn, crate::config::DEFAULT_CALL_TIMEOUT)
+                // Within the caller's deadline too. Boxed, as `open` is: a reconnect's
+                // work, which every call's future would otherwise carry inline.
+                Box::pin(self.apply_subscriptions(&conn, crate::config::DEFAULT_CALL_TIMEOUT))
                     .await;
                 self.forwarder().emit(BackendEventKind::Connected);
                 Ok(conn)
@@ -869,6 +870,22 @@ mod tests {
         let read = client.read_resource(ReadResourceRequestParams::new("x://y"), timeout);
         assert!(std::mem::size_of_val(&read) <= 2048);
         let caps = client.capabilities(timeout);
+        // Every call awaits `connection()` and `run_until` inline: a reconnect's work
+        // (opening, re-subscribing) stays boxed out of them.
+        let connection = client.connection();
+        assert!(
+            std::mem::size_of_val(&connection) <= 2048,
+            "{}",
+            std::mem::size_of_val(&connection)
+        );
+        let run = client.run_until(tokio::time::Instant::now(), timeout, |_| async {
+            Ok::<(), ServiceError>(())
+        });
+        assert!(
+            std::mem::size_of_val(&run) <= 2048,
+            "{}",
+            std::mem::size_of_val(&run)
+        );
         assert!(std::mem::size_of_val(&caps) <= 2048);
     }
 }
