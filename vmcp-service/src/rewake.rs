@@ -124,6 +124,12 @@ mod tests {
     #[derive(Default)]
     struct Count(AtomicUsize);
 
+    impl Count {
+        fn wakes(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
     impl Wake for Count {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::SeqCst);
@@ -164,11 +170,7 @@ mod tests {
             Poll::Ready(4),
             "ready within the one poll of the task"
         );
-        assert_eq!(
-            count.0.load(Ordering::SeqCst),
-            0,
-            "the task was never woken"
-        );
+        assert_eq!(count.wakes(), 0, "the task was never woken");
     }
 
     #[test]
@@ -184,11 +186,7 @@ mod tests {
             future.future.polls, MAX_AGAIN,
             "polled again a bounded number of times"
         );
-        assert_eq!(
-            count.0.load(Ordering::SeqCst),
-            1,
-            "then the task is woken, once"
-        );
+        assert_eq!(count.wakes(), 1, "then the task is woken, once");
     }
 
     #[test]
@@ -203,7 +201,7 @@ mod tests {
                 .is_pending()
         );
         tx.send(7).unwrap();
-        assert_eq!(count.0.load(Ordering::SeqCst), 1, "the send woke the task");
+        assert_eq!(count.wakes(), 1, "the send woke the task");
         let poll = future.as_mut().poll(&mut Context::from_waker(&waker));
         assert_eq!(poll, Poll::Ready(Ok(7)));
     }

@@ -11,6 +11,9 @@
 //! `axum::serve`'s (stop accepting, let requests in flight finish, close idle
 //! connections, wait for all), the same [`Listener`]s (`tap_io` included).
 //!
+//! Unlike `axum::serve` it does not hand connections over to HTTP upgrades: an app
+//! with WebSocket routes keeps `axum::serve` (MCP itself never upgrades).
+//!
 //! [`VmcpService`]: crate::VmcpService
 
 use std::future::{Future, IntoFuture, Pending};
@@ -27,7 +30,8 @@ use crate::rewake::Rewake;
 
 /// Serve `app` on `listener` until the process ends, or with
 /// [`Serve::with_graceful_shutdown`] until a signal: a drop-in for `axum::serve`
-/// with fewer thread wake-ups per request (see the module docs).
+/// with fewer thread wake-ups per request, for apps without HTTP upgrades (see the
+/// module docs).
 ///
 /// ```no_run
 /// # async fn run(gateway: vmcp_service::Vmcp) -> std::io::Result<()> {
