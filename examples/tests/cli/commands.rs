@@ -17,6 +17,33 @@ fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     path
 }
 
+/// Demo backend `a` (tool `x`), a configuration file `stem` naming it, and `vmcp
+/// serve` on that file logging at `info` to the file's `.log` sibling: the start of
+/// the reload tests.
+async fn serve_demo_a(
+    stem: &str,
+) -> (
+    vmcp_examples::demo::RunningDemo,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    super::serve::Server,
+) {
+    use vmcp_examples::demo::{DemoSpec, spawn};
+    let a = spawn(DemoSpec::new("a", &["x"]), 0).await.unwrap();
+    let path = temp_file(
+        stem,
+        &format!("backends:\n  - {{name: a, url: '{}'}}\n", a.url()),
+    );
+    let log = path.with_extension("log");
+    let server = Serve::new()
+        .config(&path)
+        .env("RUST_LOG", "info")
+        .stderr_to(&log)
+        .start()
+        .await;
+    (a, path, log, server)
+}
+
 #[tokio::test]
 async fn validate_names_every_invalid_field() {
     let path = temp_file(
@@ -201,19 +228,8 @@ async fn sighup_reloads_the_config_file_under_a_live_session() {
     use vmcp_examples::demo::{DemoSpec, spawn};
     use vmcp_tests::Listener;
 
-    let a = spawn(DemoSpec::new("a", &["x"]), 0).await.unwrap();
+    let (a, path, log, mut server) = serve_demo_a("reload").await;
     let b = spawn(DemoSpec::new("b", &["y"]), 0).await.unwrap();
-    let path = temp_file(
-        "reload",
-        &format!("backends:\n  - {{name: a, url: '{}'}}\n", a.url()),
-    );
-    let log = path.with_extension("log");
-    let mut server = Serve::new()
-        .config(&path)
-        .env("RUST_LOG", "info")
-        .stderr_to(&log)
-        .start()
-        .await;
     let url = server.url();
     let mut session = Listener::legacy(&url).await;
     assert_eq!(session.tools().await, ["a_x"]);
@@ -417,20 +433,8 @@ async fn sighup_swaps_the_cedar_policies_under_a_live_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_reload_is_refused_without_delaying_requests() {
     use std::time::Instant;
-    use vmcp_examples::demo::{DemoSpec, spawn};
 
-    let a = spawn(DemoSpec::new("a", &["x"]), 0).await.unwrap();
-    let path = temp_file(
-        "reload-hostile",
-        &format!("backends:\n  - {{name: a, url: '{}'}}\n", a.url()),
-    );
-    let log = path.with_extension("log");
-    let mut server = Serve::new()
-        .config(&path)
-        .env("RUST_LOG", "info")
-        .stderr_to(&log)
-        .start()
-        .await;
+    let (_a, path, log, mut server) = serve_demo_a("reload-hostile").await;
     let url = server.url();
     let mut session = LegacySession::open(&url, None).await;
     assert_eq!(session.request("tools/list", json!({})).await.status, 200);
