@@ -12,7 +12,7 @@ use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 /// A `Value` decoded with duplicate keys refused.
-struct Strict(Value);
+pub(crate) struct Strict(pub(crate) Value);
 
 impl<'de> Deserialize<'de> for Strict {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -20,7 +20,9 @@ impl<'de> Deserialize<'de> for Strict {
     }
 }
 
-struct StrictVisitor;
+/// The visitor behind [`Strict`], for decoders that take some members themselves
+/// and hand it the rest.
+pub(crate) struct StrictVisitor;
 
 impl<'de> Visitor<'de> for StrictVisitor {
     type Value = Value;
@@ -73,25 +75,41 @@ impl<'de> Visitor<'de> for StrictVisitor {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             let Strict(value) = map.next_value()?;
-            // One hash of the key, not two (a lookup, then an insert).
-            match object.entry(key) {
-                Entry::Vacant(slot) => {
-                    slot.insert(value);
-                }
-                Entry::Occupied(slot) => {
-                    // The key is client-supplied: bound what the error repeats.
-                    let shown: String = slot.key().chars().take(64).collect();
-                    return Err(de::Error::custom(format_args!("duplicate key {shown:?}")));
-                }
-            }
+            insert_new(&mut object, key, value)?;
         }
         Ok(Value::Object(object))
     }
 }
 
+/// Insert `key` into `object`, refusing a key it already has.
+pub(crate) fn insert_new<E: de::Error>(
+    object: &mut Map<String, Value>,
+    key: String,
+    value: Value,
+) -> Result<(), E> {
+    // One hash of the key, not two (a lookup, then an insert).
+    match object.entry(key) {
+        Entry::Vacant(slot) => {
+            slot.insert(value);
+            Ok(())
+        }
+        Entry::Occupied(slot) => Err(duplicate(slot.key())),
+    }
+}
+
+/// The error for a key seen twice in one object.
+pub(crate) fn duplicate<E: de::Error>(key: &str) -> E {
+    // The key is client-supplied: bound what the error repeats.
+    let shown: String = key.chars().take(64).collect();
+    E::custom(format_args!("duplicate key {shown:?}"))
+}
+
 /// Decode `bytes` as JSON, refusing duplicate keys. A duplicate key is a
 /// [`serde_json::error::Category::Data`] error; malformed JSON (including invalid
 /// UTF-8 and nesting past serde_json's recursion limit) is `Syntax` or `Eof`.
+/// (Request bodies are decoded member by member, see `context::decode`; this is
+/// the reference it is tested against.)
+#[cfg(test)]
 pub(crate) fn from_slice(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     serde_json::from_slice::<Strict>(bytes).map(|Strict(value)| value)
 }

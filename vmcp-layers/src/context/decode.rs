@@ -1,9 +1,14 @@
 //! Decoding a JSON-RPC body into a [`ParsedMcpRequest`]: once per request, by the
 //! parse layer, so no later layer parses it again.
 
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::{ClientInfo, McpRevision, ParseError, ParsedMcpRequest};
+use crate::strict_json::{Strict, StrictVisitor, duplicate, insert_new};
 
 pub(super) const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
@@ -29,6 +34,354 @@ impl ParsedMcpRequest {
         protocol_header: Option<&str>,
         has_session: bool,
     ) -> Result<Self, ParseError> {
+        let members = match serde_json::from_slice::<Body>(body) {
+            Ok(Body::Object(members)) => members,
+            Ok(Body::Array) => return Err(ParseError::Batch),
+            Ok(Body::Other) => return Err(ParseError::NotAnObject),
+            Err(e) if e.classify() == serde_json::error::Category::Data => {
+                return Err(ParseError::DuplicateKey(e.to_string()));
+            }
+            Err(e) => return Err(ParseError::NotJson(e.to_string())),
+        };
+        let Members {
+            id,
+            method,
+            params,
+            rest,
+        } = members;
+        // rmcp reads ids as string or i64; anything else would reach it and be
+        // answered 415 instead of -32600.
+        if id
+            .as_ref()
+            .is_some_and(|id| !(id.is_string() || id.is_i64()))
+        {
+            return Err(ParseError::InvalidId);
+        }
+        let method = method.unwrap_or_default();
+        let ParamsMembers {
+            mut name,
+            mut uri,
+            arguments,
+            meta,
+            rest: params,
+        } = params;
+        let client_info = params.get("clientInfo").and_then(ClientInfo::from_value);
+        // A completion names what it completes in `ref`; it is authorized as that
+        // prompt or resource, so the name goes where those requests carry theirs.
+        // `ref` itself stays in the params: it is forwarded as it came.
+        if method == "completion/complete"
+            && let Some(Value::Object(reference)) = params.get("ref")
+        {
+            let field = |key: &str| {
+                reference
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            match reference.get("type").and_then(Value::as_str) {
+                Some("ref/prompt") => name = field("name"),
+                Some("ref/resource") => uri = field("uri"),
+                _ => {}
+            }
+        }
+        let meta_version = meta
+            .as_ref()
+            .and_then(|m| m.get(PROTOCOL_VERSION_META))
+            .and_then(Value::as_str);
+        let client = client_info.or_else(|| {
+            meta.as_ref()
+                .and_then(|m| m.get(CLIENT_INFO_META))
+                .and_then(ClientInfo::from_value)
+        });
+        let revision = if method == "initialize" || has_session {
+            McpRevision::Legacy
+        } else if let Some(version) = meta_version.or(protocol_header) {
+            McpRevision::from_version(version)
+        } else {
+            McpRevision::Legacy
+        };
+        Ok(Self {
+            id,
+            method,
+            name,
+            uri,
+            arguments,
+            meta,
+            client,
+            revision: Some(revision),
+            rest,
+            params_rest: params,
+        })
+    }
+}
+
+// One pass over the body: the members `ParsedMcpRequest` has fields for go straight
+// into them (no map built only to be taken apart again); the others, and those of
+// an unexpected type, into `rest` maps. Every object is checked for repeated keys,
+// as `strict_json` does.
+
+/// A whole body: a JSON-RPC object, a batch, or any other JSON value.
+// Returned once per request and taken apart at once: boxing the object would cost
+// an allocation to save a move.
+#[allow(clippy::large_enum_variant)]
+enum Body {
+    Object(Members),
+    Array,
+    Other,
+}
+
+/// The top-level members of a JSON-RPC object.
+#[derive(Default)]
+struct Members {
+    id: Option<Value>,
+    /// `method`, when a string (otherwise it is in `rest`).
+    method: Option<String>,
+    params: ParamsMembers,
+    rest: Map<String, Value>,
+}
+
+/// The members of `params`, when an object.
+#[derive(Default)]
+struct ParamsMembers {
+    name: Option<String>,
+    uri: Option<String>,
+    arguments: Option<Map<String, Value>>,
+    meta: Option<Map<String, Value>>,
+    rest: Map<String, Value>,
+}
+
+/// `params`: an object, or any other value (kept as it came).
+enum Params {
+    Object(ParamsMembers),
+    Other(Value),
+}
+
+/// An object key, borrowed from the body unless it has escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+/// Marks `key` as seen in its object, refusing a second one.
+fn first<E: de::Error>(seen: &mut bool, key: &str) -> Result<(), E> {
+    if std::mem::replace(seen, true) {
+        return Err(duplicate(key));
+    }
+    Ok(())
+}
+
+/// `value` if it is a string, else `value` into `rest` under `key`.
+fn string_or_rest<E: de::Error>(
+    value: Value,
+    key: &str,
+    rest: &mut Map<String, Value>,
+) -> Result<Option<String>, E> {
+    match value {
+        Value::String(s) => Ok(Some(s)),
+        other => insert_new(rest, key.to_owned(), other).map(|()| None),
+    }
+}
+
+/// `value` if it is an object, else `value` into `rest` under `key`.
+fn object_or_rest<E: de::Error>(
+    value: Value,
+    key: &str,
+    rest: &mut Map<String, Value>,
+) -> Result<Option<Map<String, Value>>, E> {
+    match value {
+        Value::Object(o) => Ok(Some(o)),
+        other => insert_new(rest, key.to_owned(), other).map(|()| None),
+    }
+}
+
+impl<'de> Deserialize<'de> for Body {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(BodyVisitor)
+    }
+}
+
+struct BodyVisitor;
+
+impl<'de> Visitor<'de> for BodyVisitor {
+    type Value = Body;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body, A::Error> {
+        let mut members = Members::default();
+        let (mut id, mut method, mut params) = (false, false, false);
+        while let Some(Key(key)) = map.next_key()? {
+            match key.as_ref() {
+                "id" => {
+                    let Strict(value) = map.next_value()?;
+                    first(&mut id, &key)?;
+                    members.id = Some(value);
+                }
+                "method" => {
+                    let Strict(value) = map.next_value()?;
+                    first(&mut method, &key)?;
+                    members.method = string_or_rest(value, &key, &mut members.rest)?;
+                }
+                "params" => {
+                    let value = map.next_value::<Params>()?;
+                    first(&mut params, &key)?;
+                    match value {
+                        Params::Object(object) => members.params = object,
+                        Params::Other(other) => {
+                            insert_new(&mut members.rest, key.into_owned(), other)?;
+                        }
+                    }
+                }
+                _ => {
+                    let Strict(value) = map.next_value()?;
+                    insert_new(&mut members.rest, key.into_owned(), value)?;
+                }
+            }
+        }
+        Ok(Body::Object(members))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Body, A::Error> {
+        // Read to the end, so a malformed batch is refused as malformed.
+        StrictVisitor.visit_seq(seq).map(|_| Body::Array)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Body, E> {
+        Ok(Body::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Body, E> {
+        Ok(Body::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Body, E> {
+        Ok(Body::Other)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Body, E> {
+        Ok(Body::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Body, E> {
+        Ok(Body::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Body, E> {
+        Ok(Body::Other)
+    }
+}
+
+impl<'de> Deserialize<'de> for Params {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ParamsVisitor)
+    }
+}
+
+struct ParamsVisitor;
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = Params;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+        let mut members = ParamsMembers::default();
+        let mut seen = [false; 4];
+        while let Some(Key(key)) = map.next_key()? {
+            let slot = match key.as_ref() {
+                "name" => 0,
+                "uri" => 1,
+                "arguments" => 2,
+                "_meta" => 3,
+                _ => {
+                    let Strict(value) = map.next_value()?;
+                    insert_new(&mut members.rest, key.into_owned(), value)?;
+                    continue;
+                }
+            };
+            let Strict(value) = map.next_value()?;
+            first(&mut seen[slot], &key)?;
+            let rest = &mut members.rest;
+            match slot {
+                0 => members.name = string_or_rest(value, &key, rest)?,
+                1 => members.uri = string_or_rest(value, &key, rest)?,
+                2 => members.arguments = object_or_rest(value, &key, rest)?,
+                _ => members.meta = object_or_rest(value, &key, rest)?,
+            }
+        }
+        Ok(Params::Object(members))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Params, A::Error> {
+        StrictVisitor.visit_seq(seq).map(Params::Other)
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Params, E> {
+        Ok(Params::Other(Value::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Params, E> {
+        Ok(Params::Other(Value::from(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Params, E> {
+        Ok(Params::Other(Value::from(v)))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Params, E> {
+        Ok(Params::Other(Value::from(v)))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Params, E> {
+        Ok(Params::Other(Value::String(v.to_owned())))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Params, E> {
+        Ok(Params::Other(Value::String(v)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Params, E> {
+        Ok(Params::Other(Value::Null))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::context::CallKind;
+
+    /// What `parse` did before it decoded member by member: the whole body as a
+    /// strict `Value`, then taken apart. `parse` must agree with it on every body.
+    fn reference(
+        body: &[u8],
+        protocol_header: Option<&str>,
+        has_session: bool,
+    ) -> Result<ParsedMcpRequest, ParseError> {
         let value = crate::strict_json::from_slice(body).map_err(|e| {
             if e.classify() == serde_json::error::Category::Data {
                 ParseError::DuplicateKey(e.to_string())
@@ -128,7 +481,7 @@ impl ParsedMcpRequest {
         } else {
             McpRevision::Legacy
         };
-        Ok(Self {
+        Ok(ParsedMcpRequest {
             id,
             method,
             name,
@@ -141,12 +494,119 @@ impl ParsedMcpRequest {
             params_rest: params,
         })
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::context::CallKind;
+    /// JSON-RPC-shaped bodies: the members `parse` takes (of the right type or
+    /// not), unknown ones, repeated keys, and non-object bodies.
+    fn body() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "jsonrpc",
+            "id",
+            "method",
+            "params",
+            "name",
+            "uri",
+            "arguments",
+            "_meta",
+            "clientInfo",
+            "ref",
+            "type",
+            "version",
+            "x",
+            "n\\u0061me",
+        ]);
+        let scalar = prop_oneof![
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just("1.5".to_owned()),
+            Just("18446744073709551615".to_owned()),
+            prop::sample::select(vec![
+                "tools/call",
+                "completion/complete",
+                "initialize",
+                "ref/prompt",
+                "ref/resource",
+                "2026-07-28",
+                "2025-11-25",
+                "io.modelcontextprotocol/protocolVersion",
+                "a\\\"b",
+                "",
+            ])
+            .prop_map(|s| format!("\"{s}\"")),
+        ];
+        fn object(members: Vec<(&str, String)>) -> String {
+            let members: Vec<String> = members
+                .iter()
+                .map(|(k, v)| format!("\"{k}\":{v}"))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        }
+        let inner_key = key.clone();
+        let value = scalar.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|items| format!("[{}]", items.join(","))),
+                prop::collection::vec((inner_key.clone(), inner), 0..6).prop_map(object),
+            ]
+        });
+        let top = prop::collection::vec((key, value.clone()), 0..8).prop_map(object);
+        prop_oneof![
+            // Mostly objects at the top; any value, or one with trailing garbage, now and then.
+            6 => top,
+            1 => value.clone(),
+            1 => value.prop_map(|v| format!("{v}x")),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn parse_agrees_with_the_value_decoder(
+            body in body(),
+            header in prop::option::of(prop::sample::select(vec!["2025-11-25", "2026-07-28"])),
+            session: bool,
+        ) {
+            prop_assert_eq!(
+                ParsedMcpRequest::parse(body.as_bytes(), header, session),
+                reference(body.as_bytes(), header, session),
+                "{}", body
+            );
+        }
+    }
+
+    #[test]
+    fn parse_agrees_on_hand_picked_bodies() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{"k":[1,{"z":null}]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"extra":1}}"#,
+            r#"{"method":1,"params":[1,2],"id":"x"}"#,
+            r#"{"params":{"name":1,"uri":{},"arguments":[],"_meta":"m"}}"#,
+            r#"{"params":{"name":"a","name":"b"}}"#,
+            r#"{"params":{"name":1,"name":"b"}}"#,
+            r#"{"method":"a","jsonrpc":"2.0","method":2}"#,
+            r#"{"params":{},"params":{}}"#,
+            r#"{"id":1,"id":1}"#,
+            r#"{"x":1,"x":2}"#,
+            r#"{"params":{"ref":{"a":1,"a":1}}}"#,
+            r#"{"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"u"},"uri":"v"}}"#,
+            r#"{"na\u006de":1}"#,
+            r#"{"params":{"na\u006de":"x"}}"#,
+            r#"[{"a":1,"a":2}]"#,
+            r#"[1,"#,
+            r#"{"a":1}  "#,
+            r#"{"a":1} {}"#,
+            "\"s\"",
+            "null",
+            "",
+            "{\"a\":\"\\ud800\"}",
+        ] {
+            assert_eq!(
+                ParsedMcpRequest::parse(body.as_bytes(), None, false),
+                reference(body.as_bytes(), None, false),
+                "{body}"
+            );
+        }
+    }
 
     #[test]
     fn parses_a_modern_tool_call_once() {
