@@ -40,6 +40,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::wire::{CLIENT_CAPABILITIES, CallParams, Outgoing};
 use crate::backend::http_clients::{DirectClient, DirectHttpError, PooledBody};
 use crate::backend::relay::{Relay, Relayed};
 
@@ -150,13 +151,22 @@ impl DirectHttp {
     /// With a `relay`, the call's progress and logs go to it (see `backend::relay`).
     pub(super) async fn call_tool(
         &self,
-        mut params: CallToolRequestParams,
+        params: &CallToolRequestParams,
         relay: Option<&Relay>,
     ) -> Result<CallToolResponse, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let meta = params.meta.get_or_insert_default();
-        self.add_context(meta);
-        let hop = ask_for(meta, id, relay);
+        // Only a relayed call changes the `_meta` it sends (progress token, log
+        // level); the others send the caller's as it is, with the context next to it.
+        let mut relayed = None;
+        let hop = relay.and_then(|relay| {
+            let meta = relayed.insert(params.meta.clone().unwrap_or_default());
+            ask_for(meta, id, Some(relay))
+        });
+        let wire = CallParams {
+            params,
+            meta: relayed.as_ref().map(|m| &m.0.0),
+            context: &self.context.0.0,
+        };
         let mut headers = self.headers("tools/call", Some(params.name.as_ref()));
         let schema = self
             .param_headers
@@ -171,7 +181,7 @@ impl DirectHttp {
             .send(
                 "tools/call",
                 id,
-                &params,
+                &wire,
                 headers,
                 relay.map(|r| (r, hop.as_ref())),
             )
@@ -402,18 +412,8 @@ fn ask_for(meta: &mut RequestMetaObject, id: i64, relay: Option<&Relay>) -> Opti
 }
 
 const LOWER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const LOWER_METHOD: &str = "mcp-method";
 const LOWER_NAME: &str = "mcp-name";
-
-/// The request as it goes on the wire; `params` is serialized in place.
-#[derive(serde::Serialize)]
-struct Outgoing<'a, P> {
-    jsonrpc: &'static str,
-    id: i64,
-    method: &'static str,
-    params: &'a P,
-}
 
 /// The parts of an incoming message needed to tell what it is.
 #[derive(Deserialize)]
@@ -670,7 +670,7 @@ mod tests {
         .unwrap();
         for _ in 0..3 {
             let answer = direct
-                .call_tool(CallToolRequestParams::new("echo"), None)
+                .call_tool(&CallToolRequestParams::new("echo"), None)
                 .await
                 .unwrap();
             assert!(matches!(answer, CallToolResponse::Complete(_)));

@@ -40,6 +40,7 @@ mod direct;
 mod error;
 mod subscriptions;
 mod tap;
+mod wire;
 
 pub use budget::CallBudget;
 pub(crate) use budget::Received;
@@ -764,14 +765,17 @@ impl BackendClient {
         budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<CallToolResponse, BackendError> {
+        // The direct path writes the params from a borrow; only rmcp's takes a copy.
+        let params = &params;
         self.run(budget.into(), |conn| {
-            let params = params.clone();
             let relay = relay.clone();
             async move {
                 match (&conn.direct, relay) {
                     (Some(direct), relay) => direct.call_tool(params, relay.as_ref()).await,
-                    (None, Some(relay)) => tap::call_tool(conn.service.peer(), params, relay).await,
-                    (None, None) => conn.service.call_tool_once(params).await,
+                    (None, Some(relay)) => {
+                        tap::call_tool(conn.service.peer(), params.clone(), relay).await
+                    }
+                    (None, None) => conn.service.call_tool_once(params.clone()).await,
                 }
             }
         })

@@ -1,0 +1,160 @@
+//! A direct request as it goes on the wire, serialized from borrowed parts: the
+//! caller's params are not cloned to add the connection's client context to their
+//! `_meta`; the context is written next to them.
+
+use rmcp::model::{CallToolRequestParams, JsonObject};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
+
+/// The `_meta` key whose caller's value stands over the connection's (SEP-2322).
+pub(super) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The request as it goes on the wire; `params` is serialized in place.
+#[derive(serde::Serialize)]
+pub(super) struct Outgoing<'a, P> {
+    pub jsonrpc: &'static str,
+    pub id: i64,
+    pub method: &'static str,
+    pub params: &'a P,
+}
+
+/// `tools/call` params with the connection's client context in their `_meta`,
+/// written as rmcp writes `CallToolRequestParams` (same members, same order).
+pub(super) struct CallParams<'a> {
+    pub params: &'a CallToolRequestParams,
+    /// `_meta` to send instead of the params' own (a relayed call's, which asks for
+    /// progress or logs); `None`: the params' own.
+    pub meta: Option<&'a JsonObject>,
+    pub context: &'a JsonObject,
+}
+
+impl Serialize for CallParams<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let params = self.params;
+        let own = self.meta.or(params.meta.as_ref().map(|m| &m.0.0));
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry(
+            "_meta",
+            &MetaWithContext {
+                own,
+                context: self.context,
+            },
+        )?;
+        map.serialize_entry("name", &params.name)?;
+        if let Some(arguments) = &params.arguments {
+            map.serialize_entry("arguments", arguments)?;
+        }
+        if let Some(responses) = &params.input_responses {
+            map.serialize_entry("inputResponses", responses)?;
+        }
+        if let Some(state) = &params.request_state {
+            map.serialize_entry("requestState", state)?;
+        }
+        map.end()
+    }
+}
+
+/// The caller's `_meta` with the connection's context inserted as
+/// `DirectHttp::add_context` inserts it: a context key replaces the caller's value
+/// in place (except the caller's client capabilities, which stand), and context
+/// keys the caller did not send follow, in the context's order.
+struct MetaWithContext<'a> {
+    own: Option<&'a JsonObject>,
+    context: &'a JsonObject,
+}
+
+/// `key`'s value in a small map, by scanning: cheaper than hashing for the few
+/// keys a `_meta` or a client context has, and linear for a large one.
+fn find<'m>(map: &'m JsonObject, key: &str) -> Option<&'m Value> {
+    map.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+}
+
+impl Serialize for MetaWithContext<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        let own = self.own.into_iter().flatten();
+        for (key, value) in own {
+            let context = (key != CLIENT_CAPABILITIES)
+                .then(|| find(self.context, key))
+                .flatten();
+            map.serialize_entry(key, context.unwrap_or(value))?;
+        }
+        for (key, value) in self.context {
+            if self.own.is_none_or(|own| find(own, key).is_none()) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::RequestMetaObject;
+    use serde_json::json;
+
+    use super::*;
+
+    /// The old way: clone the params, insert the context, serialize.
+    fn inserted(params: &CallToolRequestParams, context: &JsonObject) -> String {
+        let mut params = params.clone();
+        let meta = params.meta.get_or_insert_default();
+        for (key, value) in context {
+            if key == CLIENT_CAPABILITIES && meta.0.contains_key(key) {
+                continue;
+            }
+            meta.0.insert(key.clone(), value.clone());
+        }
+        serde_json::to_string(&params).unwrap()
+    }
+
+    fn object(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn the_context_is_written_as_inserting_it_would_write_it() {
+        let context = object(json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            CLIENT_CAPABILITIES: {"roots": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "vmcp", "version": "0"},
+        }));
+        let metas = [
+            None,
+            Some(json!({})),
+            Some(json!({CLIENT_CAPABILITIES: {}})),
+            Some(json!({"traceparent": "00-1-2-01", CLIENT_CAPABILITIES: {"x": 1}})),
+            Some(json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25", "a": [1]})),
+            Some(
+                json!({"io.modelcontextprotocol/clientInfo": null, "b": 2, CLIENT_CAPABILITIES: {}}),
+            ),
+        ];
+        for meta in metas {
+            for arguments in [None, Some(object(json!({"text": "hi", "n": 1})))] {
+                let mut params = CallToolRequestParams::new("echo");
+                params.meta = meta.clone().map(|m| RequestMetaObject::from(object(m)));
+                params.arguments = arguments;
+                params.request_state = meta.is_some().then(|| "s".to_owned());
+                let written = serde_json::to_string(&CallParams {
+                    params: &params,
+                    meta: None,
+                    context: &context,
+                })
+                .unwrap();
+                assert_eq!(written, inserted(&params, &context), "{meta:?}");
+            }
+        }
+        // A relayed call's own `_meta` replaces the params'.
+        let mut params = CallToolRequestParams::new("echo");
+        params.meta = Some(RequestMetaObject::from(object(json!({"a": 1}))));
+        let relayed = object(json!({"a": 1, "progressToken": 7}));
+        let written = serde_json::to_string(&CallParams {
+            params: &params,
+            meta: Some(&relayed),
+            context: &context,
+        })
+        .unwrap();
+        params.meta = Some(RequestMetaObject::from(relayed));
+        assert_eq!(written, inserted(&params, &context));
+    }
+}
