@@ -177,6 +177,12 @@ impl Idle {
         None
     }
 
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        let idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        idle.values().map(Vec::len).sum()
+    }
+
     fn put(&self, key: PoolKey, connection: Pooled) {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let connections = idle.entry(key).or_default();
@@ -236,6 +242,12 @@ impl DirectClient {
             idle: Arc::default(),
             headers: Arc::new(headers),
         }
+    }
+
+    /// How many connections wait in the pool.
+    #[cfg(test)]
+    pub(crate) fn idle_connections(&self) -> usize {
+        self.idle.len()
     }
 
     /// POST `body` to `uri` with `headers`, plus the default headers it does not

@@ -336,11 +336,14 @@ impl DirectHttp {
             };
             match self.message(data.as_bytes(), id, relay)? {
                 Step::Answer(result) => {
-                    // MCP servers end a POST's stream after its answer. When that end
-                    // is already here, reading it now frees the connection for the
-                    // next call (a body dropped before its end closes it); when it
-                    // is not, the answer does not wait for it.
-                    let _ = events.next().now_or_never();
+                    // MCP servers end a POST's stream after its answer, often in a
+                    // write of its own. A body dropped before its end closes the
+                    // connection, and the next call pays for a new one on both sides
+                    // (under load on 2 cores, most calls did), so the end is read
+                    // now when it is here, else on the side; the answer never waits.
+                    if !matches!(events.next().now_or_never(), Some(None)) {
+                        drain(events);
+                    }
                     return Ok(result);
                 }
                 Step::Relay(relayed) => {
@@ -457,6 +460,25 @@ fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
 /// The body of an event stream, failing once an event grows past [`MAX_ANSWER`]
 /// (the parser would otherwise buffer it whole). A blank line split across two
 /// chunks is missed, which can only make the bound stricter.
+/// How long the end of an answered event stream is waited for on the side.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Read what is left of an answered event stream in a task of its own, so its
+/// connection goes back to the pool when the stream ends. Anything still sent is
+/// dropped; a stream that errs or has not ended within [`DRAIN_WAIT`] is dropped,
+/// which closes its connection.
+fn drain<S, E>(mut rest: S)
+where
+    S: futures::Stream<Item = Result<sse_stream::Sse, E>> + Send + Unpin + 'static,
+{
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(DRAIN_WAIT, async {
+            while let Some(Ok(_)) = rest.next().await {}
+        })
+        .await;
+    });
+}
+
 fn bounded<E>(
     body: impl futures::Stream<Item = Result<bytes::Bytes, E>>,
 ) -> impl futures::Stream<Item = Result<bytes::Bytes, DirectError>>
@@ -611,6 +633,14 @@ mod tests {
     /// A backend answering every POST with a one-event stream that then ends (as
     /// MCP servers do), over keep-alive connections; counts the connections.
     async fn streaming_backend() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        streaming_backend_ending_on(None).await
+    }
+
+    /// [`streaming_backend`]; with `end`, each stream is chunked and its end is
+    /// written only once `end` is notified (the answer itself goes out at once).
+    async fn streaming_backend_ending_on(
+        end: Option<Arc<tokio::sync::Notify>>,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
@@ -620,6 +650,7 @@ mod tests {
             loop {
                 let (mut stream, _) = listener.accept().await.unwrap();
                 count.fetch_add(1, Ordering::SeqCst);
+                let end = end.clone();
                 tokio::spawn(async move {
                     let mut buf = vec![0u8; 65536];
                     loop {
@@ -642,6 +673,20 @@ mod tests {
                         let event = format!(
                             "data: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[]}}}}\n\n"
                         );
+                        if let Some(end) = &end {
+                            let answer = format!(
+                                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n",
+                                event.len()
+                            );
+                            if stream.write_all(answer.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            end.notified().await;
+                            if stream.write_all(b"0\r\n\r\n").await.is_err() {
+                                return;
+                            }
+                            continue;
+                        }
                         let answer = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\n\r\n{event}",
                             event.len()
@@ -674,6 +719,45 @@ mod tests {
                 .await
                 .unwrap();
             assert!(matches!(answer, CallToolResponse::Complete(_)));
+        }
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_stream_ending_after_its_answer_still_returns_its_connection() {
+        let end = Arc::new(tokio::sync::Notify::new());
+        let (url, accepted) = streaming_backend_ending_on(Some(end.clone())).await;
+        let http = DirectClient::new(None, http::HeaderMap::new());
+        let direct = DirectHttp::new(
+            http.clone(),
+            &url,
+            ProtocolVersion::V_2026_07_28,
+            Implementation::new("vmcp", "0"),
+            ClientCapabilities::default(),
+            Box::new(|_| {}),
+        )
+        .unwrap();
+        for round in 0..3 {
+            // The answer does not wait for the stream's end...
+            let answer = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                direct.call_tool(&CallToolRequestParams::new("echo"), None),
+            )
+            .await
+            .expect("the answer waited for the end of its stream")
+            .unwrap();
+            assert!(matches!(answer, CallToolResponse::Complete(_)));
+            assert_eq!(http.idle_connections(), 0, "round {round}");
+            // ...and once the end comes, the connection is back in the pool.
+            end.notify_one();
+            let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+            while http.idle_connections() == 0 {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "round {round}: the connection never came back"
+                );
+                tokio::task::yield_now().await;
+            }
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
     }
