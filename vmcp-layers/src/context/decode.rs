@@ -43,6 +43,15 @@ impl ParsedMcpRequest {
             }
             Err(e) => return Err(ParseError::NotJson(e.to_string())),
         };
+        Self::from_members(members, protocol_header, has_session)
+    }
+
+    /// The request from its decoded members (see [`Self::parse`]).
+    fn from_members(
+        members: Members,
+        protocol_header: Option<&str>,
+        has_session: bool,
+    ) -> Result<Self, ParseError> {
         let Members {
             id,
             method,
@@ -375,7 +384,7 @@ mod tests {
     use super::*;
     use crate::context::CallKind;
 
-    /// What `parse` did before it decoded member by member: the whole body as a
+    /// How `parse` decoded before it went member by member: the whole body as a
     /// strict `Value`, then taken apart. `parse` must agree with it on every body.
     fn reference(
         body: &[u8],
@@ -394,42 +403,17 @@ mod tests {
             Value::Array(_) => return Err(ParseError::Batch),
             _ => return Err(ParseError::NotAnObject),
         };
-        let method = match object.remove("method") {
-            Some(Value::String(method)) => method,
-            Some(other) => {
-                object.insert("method".to_owned(), other);
-                String::new()
-            }
-            None => String::new(),
-        };
-        let id = object.remove("id");
-        // rmcp reads ids as string or i64; anything else would reach it and be
-        // answered 415 instead of -32600.
-        if id
-            .as_ref()
-            .is_some_and(|id| !(id.is_string() || id.is_i64()))
-        {
-            return Err(ParseError::InvalidId);
-        }
-        let mut params = match object.remove("params") {
-            Some(Value::Object(params)) => params,
-            Some(other) => {
-                object.insert("params".to_owned(), other);
-                Map::new()
-            }
-            None => Map::new(),
-        };
-        // Take `key` when it has the expected shape; otherwise leave it in `params`.
+        // Take `key` when it has the expected shape; otherwise leave it in `map`.
         fn take<T>(
-            params: &mut Map<String, Value>,
+            map: &mut Map<String, Value>,
             key: &str,
             shape: impl FnOnce(Value) -> Result<T, Value>,
         ) -> Option<T> {
-            let value = params.remove(key)?;
+            let value = map.remove(key)?;
             match shape(value) {
                 Ok(taken) => Some(taken),
                 Err(value) => {
-                    params.insert(key.to_owned(), value);
+                    map.insert(key.to_owned(), value);
                     None
                 }
             }
@@ -442,57 +426,23 @@ mod tests {
             Value::Object(o) => Ok(o),
             other => Err(other),
         };
-        let mut name = take(&mut params, "name", string);
-        let client_info = params.get("clientInfo").and_then(ClientInfo::from_value);
-        let mut uri = take(&mut params, "uri", string);
-        // A completion names what it completes in `ref`; it is authorized as that
-        // prompt or resource, so the name goes where those requests carry theirs.
-        // `ref` itself stays in the params: it is forwarded as it came.
-        if method == "completion/complete"
-            && let Some(Value::Object(reference)) = params.get("ref")
-        {
-            let field = |key: &str| {
-                reference
-                    .get(key)
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            };
-            match reference.get("type").and_then(Value::as_str) {
-                Some("ref/prompt") => name = field("name"),
-                Some("ref/resource") => uri = field("uri"),
-                _ => {}
-            }
-        }
-        let arguments = take(&mut params, "arguments", object_of);
-        let meta = take(&mut params, "_meta", object_of);
-        let meta_version = meta
-            .as_ref()
-            .and_then(|m| m.get(PROTOCOL_VERSION_META))
-            .and_then(Value::as_str);
-        let client = client_info.or_else(|| {
-            meta.as_ref()
-                .and_then(|m| m.get(CLIENT_INFO_META))
-                .and_then(ClientInfo::from_value)
-        });
-        let revision = if method == "initialize" || has_session {
-            McpRevision::Legacy
-        } else if let Some(version) = meta_version.or(protocol_header) {
-            McpRevision::from_version(version)
-        } else {
-            McpRevision::Legacy
+        let method = take(&mut object, "method", string);
+        let id = object.remove("id");
+        let mut params = take(&mut object, "params", object_of).unwrap_or_default();
+        let params = ParamsMembers {
+            name: take(&mut params, "name", string),
+            uri: take(&mut params, "uri", string),
+            arguments: take(&mut params, "arguments", object_of),
+            meta: take(&mut params, "_meta", object_of),
+            rest: params,
         };
-        Ok(ParsedMcpRequest {
+        let members = Members {
             id,
             method,
-            name,
-            uri,
-            arguments,
-            meta,
-            client,
-            revision: Some(revision),
+            params,
             rest: object,
-            params_rest: params,
-        })
+        };
+        ParsedMcpRequest::from_members(members, protocol_header, has_session)
     }
 
     /// JSON-RPC-shaped bodies: the members `parse` takes (of the right type or

@@ -701,18 +701,23 @@ mod tests {
         (url, accepted)
     }
 
-    #[tokio::test]
-    async fn calls_answered_in_event_streams_reuse_their_connection() {
-        let (url, accepted) = streaming_backend().await;
-        let direct = DirectHttp::new(
-            DirectClient::new(None, http::HeaderMap::new()),
-            &url,
+    /// A 2026-07-28 direct path to `url` over `http`, dropping notifications.
+    fn modern_direct(url: &str, http: DirectClient) -> DirectHttp {
+        DirectHttp::new(
+            http,
+            url,
             ProtocolVersion::V_2026_07_28,
             Implementation::new("vmcp", "0"),
             ClientCapabilities::default(),
             Box::new(|_| {}),
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn calls_answered_in_event_streams_reuse_their_connection() {
+        let (url, accepted) = streaming_backend().await;
+        let direct = modern_direct(&url, DirectClient::new(None, http::HeaderMap::new()));
         for _ in 0..3 {
             let answer = direct
                 .call_tool(&CallToolRequestParams::new("echo"), None)
@@ -728,15 +733,7 @@ mod tests {
         let end = Arc::new(tokio::sync::Notify::new());
         let (url, accepted) = streaming_backend_ending_on(Some(end.clone())).await;
         let http = DirectClient::new(None, http::HeaderMap::new());
-        let direct = DirectHttp::new(
-            http.clone(),
-            &url,
-            ProtocolVersion::V_2026_07_28,
-            Implementation::new("vmcp", "0"),
-            ClientCapabilities::default(),
-            Box::new(|_| {}),
-        )
-        .unwrap();
+        let direct = modern_direct(&url, http.clone());
         for round in 0..3 {
             // The answer does not wait for the stream's end...
             let answer = tokio::time::timeout(
