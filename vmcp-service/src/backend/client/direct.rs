@@ -14,7 +14,7 @@
 //! results rmcp caches), completions and Legacy sessions stay on rmcp's client.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 
 use base64::Engine;
@@ -105,6 +105,8 @@ pub(super) struct DirectHttp {
     /// The SEP-2575 client context rmcp's client puts in every request's `_meta`.
     context: RequestMetaObject,
     next_id: AtomicI64,
+    /// Answered event streams being read to their end on the side (see [`drain`]).
+    draining: Arc<AtomicUsize>,
     /// Tools (by backend name) whose schemas carry `x-mcp-header` annotations.
     param_headers: RwLock<Arc<HashMap<String, Arc<[ParamHeader]>>>>,
     /// Where notifications that arrive in an answer's event stream go.
@@ -127,6 +129,7 @@ impl DirectHttp {
             version: HeaderValue::from_str(version.as_str()).ok()?,
             context: RequestMetaObject::with_client_context(version, info, capabilities),
             next_id: AtomicI64::new(1),
+            draining: Arc::default(),
             param_headers: RwLock::default(),
             notify,
         })
@@ -342,7 +345,7 @@ impl DirectHttp {
                     // (under load on 2 cores, most calls did), so the end is read
                     // now when it is here, else on the side; the answer never waits.
                     if !matches!(events.next().now_or_never(), Some(None)) {
-                        drain(events);
+                        drain(events, &self.draining);
                     }
                     return Ok(result);
                 }
@@ -463,15 +466,33 @@ fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
 /// How long the end of an answered event stream is waited for on the side.
 const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// At most this many answered streams of one backend connection are read on the
+/// side at once; past it, a stream is dropped, closing its connection, so a backend
+/// that never ends its streams cannot pile up open connections.
+const MAX_DRAINING: usize = 64;
+
 /// Read what is left of an answered event stream in a task of its own, so its
 /// connection goes back to the pool when the stream ends. Anything still sent is
 /// dropped; a stream that errs or has not ended within [`DRAIN_WAIT`] is dropped,
-/// which closes its connection.
-fn drain<S, E>(mut rest: S)
+/// which closes its connection, and so is one past [`MAX_DRAINING`].
+fn drain<S, E>(mut rest: S, draining: &Arc<AtomicUsize>)
 where
     S: futures::Stream<Item = Result<sse_stream::Sse, E>> + Send + Unpin + 'static,
 {
+    /// Holds one of the `MAX_DRAINING` places until dropped.
+    struct Place(Arc<AtomicUsize>);
+    impl Drop for Place {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    if draining.fetch_add(1, Ordering::Relaxed) >= MAX_DRAINING {
+        draining.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    let place = Place(draining.clone());
     tokio::spawn(async move {
+        let _place = place;
         let _ = tokio::time::timeout(DRAIN_WAIT, async {
             while let Some(Ok(_)) = rest.next().await {}
         })
@@ -757,6 +778,24 @@ mod tests {
             }
         }
         assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn streams_that_never_end_hold_at_most_max_draining_connections() {
+        // The end never comes: each answered stream waits on the side, up to the
+        // bound; past it, calls still answer and their connections are closed.
+        let never = Arc::new(tokio::sync::Notify::new());
+        let (url, accepted) = streaming_backend_ending_on(Some(never)).await;
+        let direct = modern_direct(&url, DirectClient::new(None, http::HeaderMap::new()));
+        for _ in 0..MAX_DRAINING + 6 {
+            let answer = direct
+                .call_tool(&CallToolRequestParams::new("echo"), None)
+                .await
+                .unwrap();
+            assert!(matches!(answer, CallToolResponse::Complete(_)));
+        }
+        assert_eq!(direct.draining.load(Ordering::Relaxed), MAX_DRAINING);
+        assert_eq!(accepted.load(Ordering::SeqCst), MAX_DRAINING + 6);
     }
 
     #[test]
