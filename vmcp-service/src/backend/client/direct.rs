@@ -460,9 +460,6 @@ fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
     envelope.into_answer(id)
 }
 
-/// The body of an event stream, failing once an event grows past [`MAX_ANSWER`]
-/// (the parser would otherwise buffer it whole). A blank line split across two
-/// chunks is missed, which can only make the bound stricter.
 /// How long the end of an answered event stream is waited for on the side.
 const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -500,6 +497,9 @@ where
     });
 }
 
+/// The body of an event stream, failing once an event grows past [`MAX_ANSWER`]
+/// (the parser would otherwise buffer it whole). A blank line split across two
+/// chunks is missed, which can only make the bound stricter.
 fn bounded<E>(
     body: impl futures::Stream<Item = Result<bytes::Bytes, E>>,
 ) -> impl futures::Stream<Item = Result<bytes::Bytes, DirectError>>
