@@ -1,3 +1,4 @@
+// Over 600 lines: the one-pass decoder and the proptest holding it equal to the Value-based reference are one idea; over a third is tests.
 //! Decoding a JSON-RPC body into a [`ParsedMcpRequest`]: once per request, by the
 //! parse layer, so no later layer parses it again.
 
@@ -130,6 +131,8 @@ impl ParsedMcpRequest {
 // as `strict_json` does.
 
 /// A whole body: a JSON-RPC object, a batch, or any other JSON value.
+// `Body` and `Params` have twin scalar visits; one generic visitor for both cost
+// about 1 k instructions per request (callgrind), so each keeps its own.
 // Returned once per request and taken apart at once: boxing the object would cost
 // an allocation to save a move.
 #[allow(clippy::large_enum_variant)]

@@ -40,7 +40,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::wire::{CLIENT_CAPABILITIES, CallParams, Outgoing};
+use super::wire::{Outgoing, RequestParams};
 use crate::backend::http_clients::{DirectClient, DirectHttpError, PooledBody};
 use crate::backend::relay::{Relay, Relayed};
 
@@ -158,18 +158,9 @@ impl DirectHttp {
         relay: Option<&Relay>,
     ) -> Result<CallToolResponse, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        // Only a relayed call changes the `_meta` it sends (progress token, log
-        // level); the others send the caller's as it is, with the context next to it.
-        let mut relayed = None;
-        let hop = relay.and_then(|relay| {
-            let meta = relayed.insert(params.meta.clone().unwrap_or_default());
-            ask_for(meta, id, Some(relay))
-        });
-        let wire = CallParams {
-            params,
-            meta: relayed.as_ref().map(|m| &m.0.0),
-            context: &self.context.0.0,
-        };
+        let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
+        let wire = RequestParams::call(params, &self.context.0.0)
+            .relayed(relayed.as_ref().map(|m| &m.0.0));
         let mut headers = self.headers("tools/call", Some(params.name.as_ref()));
         let schema = self
             .param_headers
@@ -205,19 +196,19 @@ impl DirectHttp {
     /// `prompts/get`, answered with a prompt or an MRTR `input_required`.
     pub(super) async fn get_prompt(
         &self,
-        mut params: GetPromptRequestParams,
+        params: &GetPromptRequestParams,
         relay: Option<&Relay>,
     ) -> Result<GetPromptResponse, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let meta = params.meta.get_or_insert_default();
-        self.add_context(meta);
-        let hop = ask_for(meta, id, relay);
+        let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
+        let wire = RequestParams::prompt(params, &self.context.0.0)
+            .relayed(relayed.as_ref().map(|m| &m.0.0));
         let headers = self.headers("prompts/get", Some(&params.name));
         let raw = self
             .send(
                 "prompts/get",
                 id,
-                &params,
+                &wire,
                 headers,
                 relay.map(|r| (r, hop.as_ref())),
             )
@@ -226,18 +217,6 @@ impl DirectHttp {
             return Ok(GetPromptResponse::Complete(result));
         }
         parse(raw.get()).map(GetPromptResponse::InputRequired)
-    }
-
-    /// The connection's client context, except that capabilities the handler
-    /// declared for the caller stand (SEP-2322: the backend may ask the caller only
-    /// what it can answer; the router has already removed any the client sent).
-    fn add_context(&self, meta: &mut RequestMetaObject) {
-        for (key, value) in self.context.0.iter() {
-            if key == CLIENT_CAPABILITIES && meta.0.contains_key(key) {
-                continue;
-            }
-            meta.0.insert(key.clone(), value.clone());
-        }
     }
 
     /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (SEP-2243).
@@ -402,19 +381,28 @@ enum Step {
     Skip,
 }
 
-/// Ask the backend, in the request's `_meta`, for what the relay's caller wants:
-/// progress under a token of this hop (the request id, unique on this connection)
-/// and logs at the caller's level. Returns the hop's progress token.
-fn ask_for(meta: &mut RequestMetaObject, id: i64, relay: Option<&Relay>) -> Option<ProgressToken> {
-    let relay = relay?;
+/// A relayed request's own `_meta`: the caller's, plus what the relay's caller
+/// wants asked of the backend (progress under a token of this hop, the request id,
+/// unique on this connection, and logs at the caller's level); and that token.
+/// Without a relay, nothing: the caller's `_meta` is sent as it is.
+fn relayed_meta(
+    meta: Option<&RequestMetaObject>,
+    id: i64,
+    relay: Option<&Relay>,
+) -> (Option<RequestMetaObject>, Option<ProgressToken>) {
+    let Some(relay) = relay else {
+        return (None, None);
+    };
+    let mut meta = meta.cloned().unwrap_or_default();
     if let Some(level) = relay.log_level() {
         meta.set_log_level(level);
     }
-    relay.wants_progress().then(|| {
+    let hop = relay.wants_progress().then(|| {
         let token = ProgressToken(NumberOrString::Number(id));
         meta.set_progress_token(token.clone());
         token
-    })
+    });
+    (Some(meta), hop)
 }
 
 const LOWER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -645,6 +633,7 @@ fn encode_header_value(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::CLIENT_CAPABILITIES;
     use super::*;
     use rmcp::transport::common::http_header::{
         HEADER_MCP_METHOD, HEADER_MCP_NAME, HEADER_MCP_PROTOCOL_VERSION,
@@ -909,17 +898,22 @@ mod tests {
             Box::new(|_| {}),
         )
         .unwrap();
-        let mut plain = RequestMetaObject::default();
-        direct.add_context(&mut plain);
-        assert_eq!(plain.0[CLIENT_CAPABILITIES], json!({"roots": {}}));
+        // The `_meta` a prompts/get sends, as written on the wire.
+        let sent_meta = |params: &GetPromptRequestParams| {
+            let wire = RequestParams::prompt(params, &direct.context.0.0);
+            serde_json::to_value(&wire).unwrap()["_meta"].take()
+        };
+        let plain = sent_meta(&GetPromptRequestParams::new("p"));
+        assert_eq!(plain[CLIENT_CAPABILITIES], json!({"roots": {}}));
         assert_eq!(
-            plain.0["io.modelcontextprotocol/protocolVersion"],
+            plain["io.modelcontextprotocol/protocolVersion"],
             "2026-07-28"
         );
-        let mut declared = RequestMetaObject::default();
-        declared.set_client_capabilities(ClientCapabilities::default());
-        direct.add_context(&mut declared);
-        assert_eq!(declared.0[CLIENT_CAPABILITIES], json!({}));
+        let mut declared = GetPromptRequestParams::new("p");
+        let mut meta = RequestMetaObject::default();
+        meta.set_client_capabilities(ClientCapabilities::default());
+        declared.meta = Some(meta);
+        assert_eq!(sent_meta(&declared)[CLIENT_CAPABILITIES], json!({}));
     }
 
     #[tokio::test]

@@ -798,16 +798,17 @@ impl BackendClient {
         budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<GetPromptResponse, BackendError> {
+        // As for `call_tool_relayed`: only rmcp's paths take a copy.
+        let params = &params;
         self.run(budget.into(), |conn| {
-            let params = params.clone();
             let relay = relay.clone();
             async move {
                 match (&conn.direct, relay) {
                     (Some(direct), relay) => direct.get_prompt(params, relay.as_ref()).await,
                     (None, Some(relay)) => {
-                        tap::get_prompt(conn.service.peer(), params, relay).await
+                        tap::get_prompt(conn.service.peer(), params.clone(), relay).await
                     }
-                    (None, None) => conn.service.get_prompt_once(params).await,
+                    (None, None) => conn.service.get_prompt_once(params.clone()).await,
                 }
             }
         })

@@ -2,7 +2,7 @@
 //! caller's params are not cloned to add the connection's client context to their
 //! `_meta`; the context is written next to them.
 
-use rmcp::model::{CallToolRequestParams, JsonObject};
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, InputResponses, JsonObject};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
@@ -18,46 +18,83 @@ pub(super) struct Outgoing<'a, P> {
     pub params: &'a P,
 }
 
-/// `tools/call` params with the connection's client context in their `_meta`,
-/// written as rmcp writes `CallToolRequestParams` (same members, same order).
-pub(super) struct CallParams<'a> {
-    pub params: &'a CallToolRequestParams,
-    /// `_meta` to send instead of the params' own (a relayed call's, which asks for
-    /// progress or logs); `None`: the params' own.
+/// `tools/call` or `prompts/get` params with the connection's client context in
+/// their `_meta`, written as rmcp writes `CallToolRequestParams` and
+/// `GetPromptRequestParams` (same members, same order).
+pub(super) struct RequestParams<'a> {
+    /// The caller's `_meta`, or a relayed request's own (see `DirectHttp`).
     pub meta: Option<&'a JsonObject>,
+    pub name: &'a str,
+    pub arguments: Option<&'a JsonObject>,
+    pub input_responses: Option<&'a InputResponses>,
+    pub request_state: Option<&'a str>,
     pub context: &'a JsonObject,
 }
 
-impl Serialize for CallParams<'_> {
+impl<'a> RequestParams<'a> {
+    /// A `tools/call`'s params.
+    pub fn call(params: &'a CallToolRequestParams, context: &'a JsonObject) -> Self {
+        Self {
+            meta: params.meta.as_ref().map(|m| &m.0.0),
+            name: &params.name,
+            arguments: params.arguments.as_ref(),
+            input_responses: params.input_responses.as_ref(),
+            request_state: params.request_state.as_deref(),
+            context,
+        }
+    }
+
+    /// A `prompts/get`'s params.
+    pub fn prompt(params: &'a GetPromptRequestParams, context: &'a JsonObject) -> Self {
+        Self {
+            meta: params.meta.as_ref().map(|m| &m.0.0),
+            name: &params.name,
+            arguments: params.arguments.as_ref(),
+            input_responses: params.input_responses.as_ref(),
+            request_state: params.request_state.as_deref(),
+            context,
+        }
+    }
+
+    /// With a relayed request's own `_meta` instead of the caller's, if it has one.
+    pub fn relayed(mut self, meta: Option<&'a JsonObject>) -> Self {
+        if meta.is_some() {
+            self.meta = meta;
+        }
+        self
+    }
+}
+
+impl Serialize for RequestParams<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let params = self.params;
-        let own = self.meta.or(params.meta.as_ref().map(|m| &m.0.0));
         let mut map = serializer.serialize_map(None)?;
         map.serialize_entry(
             "_meta",
             &MetaWithContext {
-                own,
+                own: self.meta,
                 context: self.context,
             },
         )?;
-        map.serialize_entry("name", &params.name)?;
-        if let Some(arguments) = &params.arguments {
+        map.serialize_entry("name", self.name)?;
+        if let Some(arguments) = self.arguments {
             map.serialize_entry("arguments", arguments)?;
         }
-        if let Some(responses) = &params.input_responses {
+        if let Some(responses) = self.input_responses {
             map.serialize_entry("inputResponses", responses)?;
         }
-        if let Some(state) = &params.request_state {
+        if let Some(state) = self.request_state {
             map.serialize_entry("requestState", state)?;
         }
         map.end()
     }
 }
 
-/// The caller's `_meta` with the connection's context inserted as
-/// `DirectHttp::add_context` inserts it: a context key replaces the caller's value
-/// in place (except the caller's client capabilities, which stand), and context
-/// keys the caller did not send follow, in the context's order.
+/// The caller's `_meta` with the connection's client context merged in: a context
+/// key replaces the caller's value in place, except the caller's client
+/// capabilities, which stand (SEP-2322: the backend may ask the caller only what it
+/// can answer; the router has already removed any the client sent); context keys
+/// the caller did not send follow, in the context's order (as inserting them into
+/// the caller's map would place them).
 struct MetaWithContext<'a> {
     own: Option<&'a JsonObject>,
     context: &'a JsonObject,
@@ -135,12 +172,8 @@ mod tests {
                 params.meta = meta.clone().map(|m| RequestMetaObject::from(object(m)));
                 params.arguments = arguments;
                 params.request_state = meta.is_some().then(|| "s".to_owned());
-                let written = serde_json::to_string(&CallParams {
-                    params: &params,
-                    meta: None,
-                    context: &context,
-                })
-                .unwrap();
+                let written =
+                    serde_json::to_string(&RequestParams::call(&params, &context)).unwrap();
                 assert_eq!(written, inserted(&params, &context), "{meta:?}");
             }
         }
@@ -148,12 +181,9 @@ mod tests {
         let mut params = CallToolRequestParams::new("echo");
         params.meta = Some(RequestMetaObject::from(object(json!({"a": 1}))));
         let relayed = object(json!({"a": 1, "progressToken": 7}));
-        let written = serde_json::to_string(&CallParams {
-            params: &params,
-            meta: Some(&relayed),
-            context: &context,
-        })
-        .unwrap();
+        let written =
+            serde_json::to_string(&RequestParams::call(&params, &context).relayed(Some(&relayed)))
+                .unwrap();
         params.meta = Some(RequestMetaObject::from(relayed));
         assert_eq!(written, inserted(&params, &context));
     }
