@@ -138,12 +138,14 @@ pub(crate) async fn sync_backend(aggregator: &Aggregator, sessions: &Sessions, b
     let Some(client) = aggregator.registry().get(backend) else {
         return;
     };
-    let catalog = aggregator.catalog();
-    let uris: BTreeSet<String> = sessions
-        .subscribed_uris()
-        .into_iter()
-        .filter(|uri| catalog.resource_owner(uri).is_some_and(|o| &**o == backend))
-        .collect();
+    let uris = || -> BTreeSet<String> {
+        let catalog = aggregator.catalog();
+        sessions
+            .subscribed_uris()
+            .into_iter()
+            .filter(|uri| catalog.resource_owner(uri).is_some_and(|o| &**o == backend))
+            .collect()
+    };
     let timeout = aggregator.config().call_timeout(backend);
     client.set_subscriptions(uris, timeout).await;
 }

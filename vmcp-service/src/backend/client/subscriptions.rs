@@ -26,7 +26,15 @@ impl BackendClient {
     /// (for that call, for the connection, for each backend request) is bounded by
     /// `timeout`: a stalled backend delays only its own subscriptions, and what did
     /// not go through is retried by the next call.
-    pub async fn set_subscriptions(&self, uris: BTreeSet<String>, timeout: Duration) {
+    ///
+    /// `uris` is read once this call's turn comes, so a call that waited behind
+    /// another applies the set as it is then, never one older than the set the call
+    /// before it applied.
+    pub async fn set_subscriptions(
+        &self,
+        uris: impl FnOnce() -> BTreeSet<String>,
+        timeout: Duration,
+    ) {
         let deadline = tokio::time::Instant::now() + timeout;
         let Ok(_applying) =
             tokio::time::timeout_at(deadline, self.applying_subscriptions.lock()).await
@@ -34,6 +42,7 @@ impl BackendClient {
             tracing::warn!(backend = %self.name, "subscriptions not applied: backend busy past {timeout:?}");
             return;
         };
+        let uris = uris();
         let changed = {
             let mut current = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
             let changed = *current != uris;
