@@ -140,15 +140,25 @@ impl DemoControl {
         }
     }
 
-    /// Send `notifications/resources/updated` for `uri` to every Legacy session and
-    /// every stream subscribed to it.
+    /// Send `notifications/resources/updated` for `uri` to every stream subscribed
+    /// to it, and to every Legacy session once some Legacy client subscribed to it
+    /// (the set is shared: the demo's Legacy client is one gateway).
     pub async fn resource_updated(&self, uri: &str) {
-        let legacy = self
+        let subscribed = self
             .hub
-            .legacy
+            .subscribed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone();
+            .contains(uri);
+        let legacy = if subscribed {
+            self.hub
+                .legacy
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+        } else {
+            Vec::new()
+        };
         for peer in legacy {
             let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
             if peer.notify_resource_updated(param).await.is_ok() {
@@ -187,6 +197,25 @@ impl DemoControl {
             .iter()
             .cloned()
             .collect()
+    }
+
+    /// Registered Modern listen streams subscribed to `uri`. rmcp acknowledges a
+    /// listen stream before it hands it to this server, so a stream can be
+    /// acknowledged and not registered yet.
+    pub fn listening_to(&self, uri: &str) -> usize {
+        self.hub
+            .modern
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|sink| {
+                sink.accepted()
+                    .resource_subscriptions
+                    .iter()
+                    .flatten()
+                    .any(|u| u == uri)
+            })
+            .count()
     }
 
     /// Open Modern listen streams (those still registered).

@@ -263,6 +263,36 @@ async fn resource_updates_reach_subscribers_until_they_unsubscribe() {
     }
 }
 
+/// rmcp acknowledges a listen stream before the handler sees it. The gateway
+/// registers the stream, and subscribes the backend, as the request arrives, so an
+/// update sent right after the acknowledgment reaches it. Each round's stream is
+/// the only subscriber, so the backend subscription is made for it, and its
+/// listener is gone once it closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_right_after_a_listen_acknowledgment_is_not_missed() {
+    for legacy_backend in [false, true] {
+        let demo = spawn(dynamic("ack", legacy_backend), 0).await.unwrap();
+        let gw = single(&demo, "ack").await;
+        let control = demo.control();
+        for round in 0..20 {
+            let mut modern = Listener::modern(&gw.url(), &["ack://one"]).await;
+            if !legacy_backend {
+                // The demo is an rmcp server too: the gateway's own listen stream on
+                // it is acknowledged a moment before the demo registers it. That
+                // moment is the backend's (docs/live-catalog.md), not under test.
+                assert!(eventually(|| control.listening_to("ack://one") == 1).await);
+            }
+            control.resource_updated("ack://one").await;
+            modern.expect("updated ack://one").await;
+            drop(modern);
+            assert!(
+                eventually(|| gw.vmcp.sessions().is_empty()).await,
+                "legacy={legacy_backend} round {round}: a closed stream's listener stays"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_everything_notifications_reach_a_python_client() {
     let ev = everything(EverythingMode::StreamableHttp).await;

@@ -43,7 +43,7 @@ use crate::backend::meta::strip_reserved;
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
-use crate::sessions::Sessions;
+use crate::sessions::{ListenGuard, Sessions};
 
 /// The gateway's MCP server handler. Cloning is an `Arc` clone, so rmcp's
 /// per-request factory stays cheap.
@@ -264,11 +264,22 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
-        let visibility = admission::visibility(
-            &ctx.request_context().extensions,
-            &self.aggregator.catalog(),
-        );
-        let _registered = self.sessions.add_modern(ctx.sink().clone(), visibility);
+        // Registered as the request came in (`crate::listen`), so nothing between
+        // rmcp's acknowledgment and this call is missed.
+        let prepared = admission::extension::<ListenGuard>(ctx.request_context()).cloned();
+        let _registered = match prepared {
+            Some(guard) => {
+                self.sessions.attach(&guard, ctx.sink().clone());
+                guard
+            }
+            None => {
+                let visibility = admission::visibility(
+                    &ctx.request_context().extensions,
+                    &self.aggregator.catalog(),
+                );
+                self.sessions.add_modern(ctx.sink().clone(), visibility)
+            }
+        };
         ctx.cancelled().await;
         Ok(())
     }

@@ -42,7 +42,7 @@ mod composite;
 pub mod config;
 mod edge;
 mod handler;
-mod listen_filter;
+mod listen;
 mod names;
 mod pagination;
 mod propagation;

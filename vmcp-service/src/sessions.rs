@@ -7,10 +7,16 @@
 //! sets a bit per kind and starts the worker unless one runs, so at most one
 //! delivery is in flight per (listener, kind), a storm collapses into one follow-up,
 //! and an idle listener holds no task.
+//!
+//! A Modern listener is registered when its request reaches the gateway
+//! ([`Sessions::prepare_modern`]), before rmcp acknowledges it, and gets its sink
+//! after: rmcp sends the acknowledgment before it hands the stream to the handler,
+//! so a listener registered only then would miss what changed in between, though
+//! its client was told it was listening. What arrives before the sink is held.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::ResourceUpdatedNotificationParam;
 use rmcp::service::SubscriptionSink;
@@ -23,7 +29,28 @@ use vmcp_layers::context::{Admission, Identity};
 
 enum Channel {
     Legacy(Peer<RoleServer>),
-    Modern(SubscriptionSink),
+    Modern(Modern),
+}
+
+/// A `subscriptions/listen` stream, registered before it has its sink.
+struct Modern {
+    sink: OnceLock<SubscriptionSink>,
+    /// Until the sink is attached (`Some`), the URIs updated meanwhile; list
+    /// changes wait in the listener's `pending` bits.
+    held: Mutex<Option<BTreeSet<String>>>,
+}
+
+impl Modern {
+    fn attached(sink: SubscriptionSink) -> Self {
+        Self {
+            sink: OnceLock::from(sink),
+            held: Mutex::new(None),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<BTreeSet<String>>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 struct Listener {
@@ -41,7 +68,11 @@ impl Listener {
     fn wants(&self, bits: u8) -> u8 {
         match &self.channel {
             Channel::Legacy(_) => bits,
-            Channel::Modern(sink) => {
+            // Not attached yet: everything is kept, and filtered at the attach.
+            Channel::Modern(modern) => {
+                let Some(sink) = modern.sink.get() else {
+                    return bits;
+                };
                 let f = sink.accepted();
                 let mut out = 0;
                 if f.tools_list_changed == Some(true) {
@@ -65,6 +96,21 @@ impl Listener {
         }
     }
 
+    /// Whether this is a Modern listener without its sink yet; `hold` runs under the
+    /// same lock the attach takes, so whatever it records is seen by the attach.
+    fn held_back(&self, hold: impl FnOnce(&mut BTreeSet<String>)) -> bool {
+        match &self.channel {
+            Channel::Modern(modern) => match modern.held().as_mut() {
+                Some(held) => {
+                    hold(held);
+                    true
+                }
+                None => false,
+            },
+            Channel::Legacy(_) => false,
+        }
+    }
+
     /// Send one kind; `false` when the listener is gone.
     async fn send(&self, bit: u8) -> bool {
         match &self.channel {
@@ -76,7 +122,11 @@ impl Listener {
                 };
                 sent.is_ok()
             }
-            Channel::Modern(sink) => {
+            Channel::Modern(modern) => {
+                // Only scheduled once attached (see `held_back`).
+                let Some(sink) = modern.sink.get() else {
+                    return true;
+                };
                 let sent = match bit {
                     TOOLS => sink.notify_tool_list_changed().await,
                     PROMPTS => sink.notify_prompt_list_changed().await,
@@ -97,11 +147,16 @@ impl Listener {
                 .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
                 .await
                 .is_ok(),
-            Channel::Modern(sink) => !matches!(
-                sink.notify_resource_updated(uri).await,
-                Err(rmcp::service::SubscriptionSendError::SubscriptionClosed
-                    | rmcp::service::SubscriptionSendError::Service(_))
-            ),
+            Channel::Modern(modern) => {
+                let Some(sink) = modern.sink.get() else {
+                    return true;
+                };
+                !matches!(
+                    sink.notify_resource_updated(uri).await,
+                    Err(rmcp::service::SubscriptionSendError::SubscriptionClosed
+                        | rmcp::service::SubscriptionSendError::Service(_))
+                )
+            }
         }
     }
 }
@@ -125,17 +180,21 @@ impl std::fmt::Debug for Sessions {
     }
 }
 
-/// Removes a Modern listener when its `subscriptions/listen` stream ends.
-#[derive(Debug)]
-pub(crate) struct ListenGuard {
+/// Keeps a Modern listener registered: from its request (in the request's
+/// extensions, for the handler) to the end of its `subscriptions/listen` stream.
+/// The listener is removed when the last clone drops.
+#[derive(Clone)]
+pub(crate) struct ListenGuard(Arc<Registration>);
+
+struct Registration {
     sessions: Weak<Sessions>,
-    id: u64,
+    listener: Arc<Listener>,
 }
 
-impl Drop for ListenGuard {
+impl Drop for Registration {
     fn drop(&mut self) {
         if let Some(sessions) = self.sessions.upgrade() {
-            sessions.remove(self.id);
+            sessions.remove(self.listener.id);
         }
     }
 }
@@ -149,7 +208,12 @@ impl Sessions {
         self.legacy.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn insert(&self, channel: Channel, uris: BTreeSet<String>, visibility: Visibility) -> u64 {
+    fn insert(
+        &self,
+        channel: Channel,
+        uris: BTreeSet<String>,
+        visibility: Visibility,
+    ) -> Arc<Listener> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let listener = Arc::new(Listener {
             id,
@@ -159,8 +223,8 @@ impl Sessions {
             pending: AtomicU8::new(0),
             running: AtomicBool::new(false),
         });
-        self.listeners().insert(id, listener);
-        id
+        self.listeners().insert(id, listener.clone());
+        listener
     }
 
     fn remove(&self, id: u64) {
@@ -207,7 +271,10 @@ impl Sessions {
         // repeated under the lock, and a registration that lost the race is dropped.
         let visibility = visibility();
         if let std::collections::btree_map::Entry::Vacant(slot) = self.legacy_ids().entry(session) {
-            slot.insert(self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility));
+            slot.insert(
+                self.insert(Channel::Legacy(peer), BTreeSet::new(), visibility)
+                    .id,
+            );
         }
     }
 
@@ -234,28 +301,84 @@ impl Sessions {
         }
     }
 
-    /// Register a Modern listen stream; it is removed when the guard drops.
+    /// Register a Modern listen stream as its request arrives, before rmcp
+    /// acknowledges it: for the URIs it asks for (those its caller may read), with
+    /// what its caller may see. What changes before [`Self::attach`] is held for it.
+    pub(crate) fn prepare_modern(
+        self: &Arc<Self>,
+        uris: BTreeSet<String>,
+        visibility: Visibility,
+    ) -> ListenGuard {
+        let modern = Modern {
+            sink: OnceLock::new(),
+            held: Mutex::new(Some(BTreeSet::new())),
+        };
+        let changed = !uris.is_empty();
+        let listener = self.insert(Channel::Modern(modern), uris, visibility);
+        if changed {
+            self.subscriptions_changed.notify_one();
+        }
+        ListenGuard(Arc::new(Registration {
+            sessions: Arc::downgrade(self),
+            listener,
+        }))
+    }
+
+    /// Give a prepared listener its stream: it then wants exactly what rmcp
+    /// accepted, and what was held for it is sent.
+    pub(crate) fn attach(self: &Arc<Self>, guard: &ListenGuard, sink: SubscriptionSink) {
+        let listener = &guard.0.listener;
+        let Channel::Modern(modern) = &listener.channel else {
+            return;
+        };
+        let held = {
+            let mut held = modern.held();
+            if modern.sink.set(sink).is_err() {
+                return;
+            }
+            held.take().unwrap_or_default()
+        };
+        let accepted = modern.sink.get().map(accepted_uris).unwrap_or_default();
+        let changed = {
+            let mut uris = listener.uris.lock().unwrap_or_else(|e| e.into_inner());
+            let changed = *uris != accepted;
+            *uris = accepted;
+            changed
+        };
+        if changed {
+            self.subscriptions_changed.notify_one();
+        }
+        let bits = listener.wants(listener.pending.swap(0, Ordering::AcqRel));
+        self.schedule(listener.clone(), bits);
+        for uri in held {
+            if listener
+                .uris
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&uri)
+            {
+                self.send_update(listener.clone(), uri);
+            }
+        }
+    }
+
+    /// Register a Modern listen stream that was not prepared (see
+    /// [`Self::prepare_modern`]); it is removed when the guard drops.
     pub(crate) fn add_modern(
         self: &Arc<Self>,
         sink: SubscriptionSink,
         visibility: Visibility,
     ) -> ListenGuard {
-        let uris: BTreeSet<String> = sink
-            .accepted()
-            .resource_subscriptions
-            .iter()
-            .flatten()
-            .cloned()
-            .collect();
+        let uris = accepted_uris(&sink);
         let changed = !uris.is_empty();
-        let id = self.insert(Channel::Modern(sink), uris, visibility);
+        let listener = self.insert(Channel::Modern(Modern::attached(sink)), uris, visibility);
         if changed {
             self.subscriptions_changed.notify_one();
         }
-        ListenGuard {
+        ListenGuard(Arc::new(Registration {
             sessions: Arc::downgrade(self),
-            id,
-        }
+            listener,
+        }))
     }
 
     /// Subscribe a Legacy session to a URI; `false` if the session is unknown.
@@ -312,9 +435,15 @@ impl Sessions {
         }
     }
 
-    /// Queue `bits` for `listener`'s delivery worker, starting it unless it runs.
+    /// Queue `bits` for `listener`'s delivery worker, starting it unless it runs
+    /// (or the listener has no sink yet: the attach starts it).
     fn schedule(self: &Arc<Self>, listener: Arc<Listener>, bits: u8) {
         if bits == 0 {
+            return;
+        }
+        if listener.held_back(|_| {
+            listener.pending.fetch_or(bits, Ordering::AcqRel);
+        }) {
             return;
         }
         listener.pending.fetch_or(bits, Ordering::AcqRel);
@@ -356,20 +485,38 @@ impl Sessions {
             .cloned()
             .collect();
         for listener in targets {
-            let sessions = Arc::downgrade(self);
-            let uri = uri.to_owned();
-            tokio::spawn(async move {
-                let ok = listener.send_updated(&uri).await;
-                if let Some(sessions) = sessions.upgrade() {
-                    if ok {
-                        sessions.delivered.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        sessions.remove(listener.id);
-                    }
-                }
-            });
+            if !listener.held_back(|held| {
+                held.insert(uri.to_owned());
+            }) {
+                self.send_update(listener, uri.to_owned());
+            }
         }
     }
+
+    /// Send `notifications/resources/updated` for `uri` to `listener`, on its own task.
+    fn send_update(self: &Arc<Self>, listener: Arc<Listener>, uri: String) {
+        let sessions = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let ok = listener.send_updated(&uri).await;
+            if let Some(sessions) = sessions.upgrade() {
+                if ok {
+                    sessions.delivered.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    sessions.remove(listener.id);
+                }
+            }
+        });
+    }
+}
+
+/// The URIs a listen stream's acknowledged filter subscribes to.
+fn accepted_uris(sink: &SubscriptionSink) -> BTreeSet<String> {
+    sink.accepted()
+        .resource_subscriptions
+        .iter()
+        .flatten()
+        .cloned()
+        .collect()
 }
 
 /// The delivery worker of one listener: runs while bits are pending, then exits.

@@ -12,6 +12,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 
 use crate::aggregator::Aggregator;
 use crate::handler::VmcpHandler;
+use crate::listen;
 use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
 
@@ -150,7 +151,6 @@ where
         }
         let deleting = in_use.is_some() && delete;
         let bare = !crate::bare::behind_stack(&req);
-        let listen = crate::listen_filter::admission(&req);
         // Behind the stack the parse layer's request is the one parse; when bare, the
         // bare checks' parse is.
         let stacked = req
@@ -166,6 +166,10 @@ where
             let (inner, edge) = (&shared.inner, &shared.edge);
             let mut response = if bare {
                 match crate::bare::check(&shared.bare, req).await {
+                    Ok((req, parsed)) if parsed.as_ref().is_some_and(listen::is_listen) => {
+                        let req = listen::prepare(req, &shared.aggregator, &shared.sessions);
+                        Box::pin(inner.handle(Box::pin(req).await)).await
+                    }
                     Ok((req, parsed)) => {
                         if let Some((edge, admitted)) =
                             fast(edge, &req, parsed.map(Arc::new), owned)
@@ -177,18 +181,16 @@ where
                     }
                     Err(refused) => return Ok(refused),
                 }
+            } else if stacked.as_deref().is_some_and(listen::is_listen) {
+                let req = listen::prepare(req, &shared.aggregator, &shared.sessions);
+                Box::pin(inner.handle(Box::pin(req).await)).await
             } else {
-                match listen {
-                    Some(listen) => Box::pin(inner.handle(listen.apply(req).await)).await,
-                    None => {
-                        if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
-                            && let Some(response) = edge.serve(admitted).await
-                        {
-                            return Ok(held(response, in_use));
-                        }
-                        Box::pin(inner.handle(req)).await
-                    }
+                if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
+                    && let Some(response) = edge.serve(admitted).await
+                {
+                    return Ok(held(response, in_use));
                 }
+                Box::pin(inner.handle(req)).await
             };
             // rmcp answers a session DELETE with 202, which clients (the Python SDK
             // among them) take as failure: they expect 200 or 204 (or 405).
