@@ -432,6 +432,19 @@ impl ServerHandler for DemoBackend {
                     CallToolResult::error(vec![ContentBlock::text("failed on purpose")]).into(),
                 );
             }
+            // A result carrying `_meta` keys of every kind: reserved ones a backend
+            // must not pass to the gateway's caller, an end-to-end one and its own.
+            "stamped" => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text("stamped")]);
+                result.structured_content = Some(json!({"n": 1, "s": "é \"q\""}));
+                let meta = json!({
+                    "io.modelcontextprotocol/serverInfo": {"name": "forged", "version": "0"},
+                    "io.modelcontextprotocol/related-task": {"taskId": "t-1"},
+                    "demo/own": [1, 2],
+                });
+                result.meta = meta.as_object().cloned().map(rmcp::model::MetaObject);
+                return Ok(result.into());
+            }
             other => format!("{}/{}", spec.name, other),
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())

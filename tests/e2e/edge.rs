@@ -87,6 +87,13 @@ fn corpus() -> Vec<Case> {
             json!({"name": "gh_traceparent"}),
             true,
         ),
+        case(
+            "tools/call, reserved _meta in the result",
+            "tools/call",
+            Some("gh_stamped"),
+            json!({"name": "gh_stamped"}),
+            true,
+        ),
         case("tools/list", "tools/list", None, json!({}), true),
         case("prompts/list", "prompts/list", None, json!({}), true),
         case("resources/list", "resources/list", None, json!({}), true),
@@ -295,7 +302,7 @@ pub(super) async fn send(url: &str, case: &Case) -> (u16, Value) {
 }
 
 pub(super) async fn backend() -> RunningDemo {
-    let mut spec = DemoSpec::new("gh", &["echo", "fail", "traceparent", "other"]);
+    let mut spec = DemoSpec::new("gh", &["echo", "fail", "traceparent", "stamped", "other"]);
     spec.prompts = vec!["brief".into()];
     spec.resources = vec!["demo://gh/readme".into()];
     spawn(spec, 0).await.expect("demo backend")
@@ -394,4 +401,41 @@ async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
         "the fast path answered too little"
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A backend's result passes through the fast path as the backend wrote it (spliced,
+/// not re-read), except the reserved `_meta` keys that stop at the gateway: a forged
+/// `serverInfo` is dropped on both paths, the end-to-end and foreign keys stay.
+#[tokio::test]
+async fn a_backends_reserved_meta_stops_at_the_gateway_on_both_paths() {
+    let paths = two_paths().await;
+    let stamped = case(
+        "stamped",
+        "tools/call",
+        Some("gh_stamped"),
+        json!({"name": "gh_stamped"}),
+        true,
+    );
+    for url in [&paths.fast_url, &paths.slow_url] {
+        let before = paths.fast.fast_path_answers();
+        let (status, message) = send(url, &stamped).await;
+        assert_eq!(status, 200, "{url}: {message}");
+        let result = &message["result"];
+        assert_eq!(result["resultType"], "complete", "{url}: {message}");
+        assert_eq!(result["content"][0]["text"], "stamped", "{url}: {message}");
+        assert_eq!(result["structuredContent"], json!({"n": 1, "s": "é \"q\""}));
+        let meta = &result["_meta"];
+        assert_ne!(
+            meta["io.modelcontextprotocol/serverInfo"]["name"], "forged",
+            "{url}: {message}"
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/related-task"],
+            json!({"taskId": "t-1"})
+        );
+        assert_eq!(meta["demo/own"], json!([1, 2]), "{url}: {message}");
+        if *url == paths.fast_url {
+            assert_eq!(paths.fast.fast_path_answers(), before + 1, "served fast");
+        }
+    }
 }

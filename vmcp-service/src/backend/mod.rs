@@ -20,11 +20,11 @@ pub(crate) mod stdio;
 
 pub use bridge::ClientCaps;
 pub use callers::Caller;
-pub(crate) use client::Received;
 pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,
     OpenError,
 };
+pub(crate) use client::{CallAnswer, Received};
 pub use exchange::ExchangeError;
 pub use health::{
     BackendHealth, CallerKey, CircuitState, HealthSettings, HealthSnapshot, HealthStatus,

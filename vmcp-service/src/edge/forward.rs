@@ -16,7 +16,7 @@ use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::{bridged_capabilities, strip_reserved};
-use crate::backend::{BackendClient, BackendError, CallBudget};
+use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
@@ -34,6 +34,16 @@ fn declare_caller(meta: &mut Option<RequestMetaObject>, parsed: &ParsedMcpReques
         .set_client_capabilities(bridged_capabilities(declared));
 }
 
+/// An answer's result: rmcp's, or the caller's result bytes spliced from the
+/// backend's.
+// Returned once per request, as `ServerResult` was; boxing it would allocate for
+// every verb but a spliced `tools/call`.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Answer {
+    Typed(ServerResult),
+    Spliced(Vec<u8>),
+}
+
 impl Edge {
     fn client(&self, backend: &str) -> Result<Arc<BackendClient>, ErrorData> {
         self.aggregator.registry().get(backend).ok_or_else(|| {
@@ -49,7 +59,7 @@ impl Edge {
         calls: Option<BackendCalls>,
         legacy: bool,
         received: Instant,
-    ) -> Result<ServerResult, ErrorData> {
+    ) -> Result<Answer, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = CallToolRequestParams::new(name.clone());
         params.arguments = arguments;
@@ -62,9 +72,21 @@ impl Edge {
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
         let budget =
             CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
-        let response = client.call_tool(params, budget).await;
+        // A 2025-11-25 session's answer is reshaped for its peer (`session`), so only
+        // a 2026-07-28 caller's complete result is passed on as the backend wrote it.
+        let response = if legacy {
+            client
+                .call_tool(params, budget)
+                .await
+                .map(CallAnswer::Typed)
+        } else {
+            client.call_tool_spliced(&params, budget).await
+        };
         call.end(&response);
-        let response = response.map_err(|e| client_error(e, legacy))?;
+        let response = match response.map_err(|e| client_error(e, legacy))? {
+            CallAnswer::Spliced(result) => return Ok(Answer::Spliced(result)),
+            CallAnswer::Typed(response) => response,
+        };
         let response = match response {
             CallToolResponse::Complete(mut result) => {
                 if let Some(meta) = result.meta.as_mut() {
@@ -81,7 +103,7 @@ impl Edge {
             }
             other => other,
         };
-        Ok(ServerResult::from(response))
+        Ok(Answer::Typed(ServerResult::from(response)))
     }
 
     pub(super) async fn get_prompt(

@@ -54,6 +54,7 @@ use vmcp_layers::context::{
 };
 
 use crate::aggregator::Aggregator;
+use forward::Answer;
 
 /// `VmcpService`'s response body (named here so the edge does not import the
 /// service that runs it).
@@ -350,10 +351,11 @@ impl Edge {
                 };
                 let parsed = parsed;
                 let call = async {
-                    match verb {
+                    let typed = match verb {
                         Verb::CallTool => {
-                            self.call_tool(&parsed, arguments, tasks, calls, legacy, received)
-                                .await
+                            return self
+                                .call_tool(&parsed, arguments, tasks, calls, legacy, received)
+                                .await;
                         }
                         Verb::GetPrompt => {
                             self.get_prompt(&catalog, &parsed, calls, legacy, received)
@@ -364,7 +366,8 @@ impl Edge {
                                 .await
                         }
                         _ => self.complete(&catalog, &parsed, legacy, received).await,
-                    }
+                    };
+                    typed.map(Answer::Typed)
                 };
                 match (&session, &parsed.id) {
                     // A session's call can be cancelled by a notification on another
@@ -385,9 +388,14 @@ impl Edge {
             }
         };
         let outcome = match outcome {
-            Ok(ServerResult::InputRequiredResult(_)) if legacy => return None,
-            Ok(result) if legacy => Ok(session::for_legacy_peer(result)),
-            other => other,
+            Ok(Answer::Spliced(result)) => {
+                self.served.fetch_add(1, Ordering::Relaxed);
+                return Some(json(StatusCode::OK, envelope(&id, &result)));
+            }
+            Ok(Answer::Typed(ServerResult::InputRequiredResult(_))) if legacy => return None,
+            Ok(Answer::Typed(result)) if legacy => Ok(session::for_legacy_peer(result)),
+            Ok(Answer::Typed(result)) => Ok(result),
+            Err(error) => Err(error),
         };
         self.served.fetch_add(1, Ordering::Relaxed);
         let message = match outcome {

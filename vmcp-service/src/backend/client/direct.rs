@@ -157,6 +157,16 @@ impl DirectHttp {
         params: &CallToolRequestParams,
         relay: Option<&Relay>,
     ) -> Result<CallToolResponse, ServiceError> {
+        let raw = self.call_tool_raw(params, relay).await?;
+        call_response(raw.get())
+    }
+
+    /// [`Self::call_tool`]'s answer as the backend wrote it.
+    pub(super) async fn call_tool_raw(
+        &self,
+        params: &CallToolRequestParams,
+        relay: Option<&Relay>,
+    ) -> Result<Box<RawValue>, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
         let wire = RequestParams::call(params, &self.context.0.0)
@@ -171,26 +181,14 @@ impl DirectHttp {
         if let (Some(annotations), Some(arguments)) = (schema, params.arguments.as_ref()) {
             add_param_headers(&mut headers, &annotations, arguments);
         }
-        let raw = self
-            .send(
-                "tools/call",
-                id,
-                &wire,
-                headers,
-                relay.map(|r| (r, hop.as_ref())),
-            )
-            .await?;
-        let raw = raw.get();
-        if let Ok(result) = serde_json::from_str::<CallToolResult>(raw) {
-            return Ok(CallToolResponse::Complete(result));
-        }
-        if let Ok(result) = serde_json::from_str::<InputRequiredResult>(raw) {
-            return Ok(CallToolResponse::InputRequired(result));
-        }
-        if let Ok(result) = serde_json::from_str::<CreateTaskResult>(raw) {
-            return Ok(CallToolResponse::Task(result));
-        }
-        contentless_call_result(raw).map(CallToolResponse::Complete)
+        self.send(
+            "tools/call",
+            id,
+            &wire,
+            headers,
+            relay.map(|r| (r, hop.as_ref())),
+        )
+        .await
     }
 
     /// `prompts/get`, answered with a prompt or an MRTR `input_required`.
@@ -530,6 +528,21 @@ async fn read_limited(response: http::Response<PooledBody>) -> Result<Vec<u8>, S
 
 fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, ServiceError> {
     serde_json::from_str(raw).map_err(|e| DirectError::Malformed(e).into())
+}
+
+/// A `tools/call` answer read as rmcp's client reads it: a result, an MRTR
+/// `input_required` or a task.
+pub(super) fn call_response(raw: &str) -> Result<CallToolResponse, ServiceError> {
+    if let Ok(result) = serde_json::from_str::<CallToolResult>(raw) {
+        return Ok(CallToolResponse::Complete(result));
+    }
+    if let Ok(result) = serde_json::from_str::<InputRequiredResult>(raw) {
+        return Ok(CallToolResponse::InputRequired(result));
+    }
+    if let Ok(result) = serde_json::from_str::<CreateTaskResult>(raw) {
+        return Ok(CallToolResponse::Task(result));
+    }
+    contentless_call_result(raw).map(CallToolResponse::Complete)
 }
 
 /// A `tools/call` answer with no content (`{}`, `{"_meta": …}`, a task ack) is an

@@ -38,6 +38,7 @@ use crate::config::{BackendConfig, Transport};
 mod budget;
 mod direct;
 mod error;
+mod splice;
 mod subscriptions;
 mod tap;
 mod wire;
@@ -47,6 +48,17 @@ pub(crate) use budget::Received;
 use direct::DirectHttp;
 pub use error::{BackendError, OpenError};
 use error::{is_session_expired, is_unreachable};
+
+/// A `tools/call` answer for a 2026-07-28 caller (see
+/// [`BackendClient::call_tool_spliced`]).
+// Returned once per call, as `CallToolResponse` was; boxing the typed side would
+// allocate on every answer that is not spliced.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum CallAnswer {
+    /// A complete result, as the caller's `result` member.
+    Spliced(Vec<u8>),
+    Typed(CallToolResponse),
+}
 
 /// The 2026-07-28 error code for a request in a protocol version the server does not
 /// support.
@@ -777,6 +789,28 @@ impl BackendClient {
                     }
                     (None, None) => conn.service.call_tool_once(params.clone()).await,
                 }
+            }
+        })
+        .await
+    }
+
+    /// [`Self::call_tool`] for a 2026-07-28 caller: a complete result from the direct
+    /// path comes back as the caller's result bytes, spliced from the backend's
+    /// (see `splice`); anything else as rmcp's types.
+    pub(crate) async fn call_tool_spliced(
+        &self,
+        params: &CallToolRequestParams,
+        budget: impl Into<CallBudget>,
+    ) -> Result<CallAnswer, BackendError> {
+        self.run(budget.into(), |conn| async move {
+            let Some(direct) = &conn.direct else {
+                let response = conn.service.call_tool_once(params.clone()).await?;
+                return Ok(CallAnswer::Typed(response));
+            };
+            let raw = direct.call_tool_raw(params, None).await?;
+            match splice::complete_call_result(&raw) {
+                Some(result) => Ok(CallAnswer::Spliced(result)),
+                None => direct::call_response(raw.get()).map(CallAnswer::Typed),
             }
         })
         .await

@@ -1,0 +1,214 @@
+//! A backend's complete `tools/call` result, passed on as the backend wrote it.
+//!
+//! The direct path holds the result's bytes; reading them into rmcp's
+//! `CallToolResult` only to write them again costs every call a copy of each
+//! content block both ways. Only what must change on the client hop is touched:
+//! `resultType` (`"complete"`) and the reserved `_meta` keys that do not cross the
+//! gateway (see `backend::meta`). Members the gateway does not know pass unchanged.
+//! Whatever is not plainly a complete result (`input_required`, a task, no known
+//! member, a repeated or ill-typed one) is left to the typed reading, which
+//! decides as before.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::backend::meta::crosses_gateway;
+
+/// `raw` as the caller's result, when it is a complete `tools/call` result as rmcp's
+/// `CallToolResult` reads one: an object whose `resultType` is absent or
+/// `"complete"`, with `content` (an array), `structuredContent` or `isError` (a
+/// boolean). `None` for anything else. A missing `content` is written as `[]`.
+pub(crate) fn complete_call_result(raw: &RawValue) -> Option<Vec<u8>> {
+    let Members(members) = serde_json::from_str(raw.get()).ok()?;
+    let (mut known, mut content) = (false, false);
+    for (i, (key, value)) in members.iter().enumerate() {
+        if members[..i].iter().any(|(seen, _)| seen == key) {
+            return None;
+        }
+        let value = value.get();
+        match key.as_ref() {
+            "resultType" if value != r#""complete""# => return None,
+            "content" if !value.starts_with('[') => return None,
+            "isError" if value != "true" && value != "false" => return None,
+            "content" => (known, content) = (true, true),
+            "isError" | "structuredContent" => known = true,
+            _ => {}
+        }
+    }
+    if !known {
+        return None;
+    }
+    let mut out = Vec::with_capacity(raw.get().len() + 24);
+    out.extend_from_slice(br#"{"resultType":"complete""#);
+    // Required by the schema; rmcp reads it as empty when a backend leaves it out.
+    if !content {
+        out.extend_from_slice(br#","content":[]"#);
+    }
+    for (key, value) in &members {
+        if key == "resultType" {
+            continue;
+        }
+        out.push(b',');
+        write_key(&mut out, key);
+        if key == "_meta" {
+            write_meta(&mut out, value)?;
+        } else {
+            out.extend_from_slice(value.get().as_bytes());
+        }
+    }
+    out.push(b'}');
+    Some(out)
+}
+
+/// `_meta` without the reserved keys that stop at the gateway; `None` when it is
+/// not an object (the typed reading refuses that too).
+fn write_meta(out: &mut Vec<u8>, meta: &RawValue) -> Option<()> {
+    let Members(members) = serde_json::from_str(meta.get()).ok()?;
+    if members.iter().all(|(key, _)| crosses_gateway(key)) {
+        out.extend_from_slice(meta.get().as_bytes());
+        return Some(());
+    }
+    out.push(b'{');
+    let mut first = true;
+    for (key, value) in members.iter().filter(|(key, _)| crosses_gateway(key)) {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        write_key(out, key);
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.push(b'}');
+    Some(())
+}
+
+/// `"key":`, escaped as JSON requires.
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+}
+
+/// A JSON object's members in order, values unparsed.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Object;
+        impl<'de> Visitor<'de> for Object {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
+                let mut members = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(Key(key)) = map.next_key()? {
+                    members.push((key, map.next_value()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Object)
+    }
+}
+
+/// An object key, borrowed unless it has escapes.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl<'de> Visitor<'de> for Text {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(Text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{CallToolResult, ResultType};
+    use serde_json::{Value, json};
+
+    fn raw(value: &str) -> Box<RawValue> {
+        RawValue::from_string(value.to_owned()).unwrap()
+    }
+
+    /// What the typed reading gives the caller: rmcp's `CallToolResult`, complete,
+    /// reserved `_meta` stripped (as the edge did before it spliced).
+    fn typed(value: &str) -> Option<Value> {
+        let mut result: CallToolResult = serde_json::from_str(value).ok()?;
+        if let Some(meta) = result.meta.as_mut() {
+            crate::backend::meta::strip_reserved(&mut meta.0);
+        }
+        result.result_type = Some(ResultType::COMPLETE);
+        Some(serde_json::to_value(result).unwrap())
+    }
+
+    #[test]
+    fn spliced_results_equal_the_typed_reading() {
+        let cases = [
+            r#"{"content":[{"type":"text","text":"hi"}]}"#,
+            r#"{"resultType":"complete","content":[{"type":"text","text":"a \"quoted\" \u00e9"}],"isError":false}"#,
+            r#"{"structuredContent":{"n":1},"content":[]}"#,
+            r#"{"structuredContent":null}"#,
+            r#"{"isError":true}"#,
+            r#"{ "content" : [ ] , "_meta" : { "a" : 1 } }"#,
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"evil"},"io.modelcontextprotocol/related-task":{"taskId":"t"},"x":[1]}}"#,
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/protocolVersion":"x"}}"#,
+            r#"{"content":[],"\u005fmeta":{"io.modelcontextprotocol/serverInfo":1,"k":2}}"#,
+        ];
+        for case in cases {
+            let spliced = complete_call_result(&raw(case)).unwrap_or_else(|| panic!("{case}"));
+            let spliced: Value = serde_json::from_slice(&spliced).unwrap();
+            assert_eq!(Some(spliced), typed(case), "{case}");
+        }
+    }
+
+    #[test]
+    fn members_the_gateway_does_not_know_pass_unchanged() {
+        let spliced = complete_call_result(&raw(
+            r#"{"content":[{"type":"text","text":"t","future":{"x":1}}],"extra":[1,2]}"#,
+        ))
+        .unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Value>(&spliced).unwrap(),
+            json!({"resultType": "complete", "content": [{"type": "text", "text": "t", "future": {"x": 1}}], "extra": [1, 2]})
+        );
+    }
+
+    #[test]
+    fn anything_but_a_plain_complete_result_is_left_to_the_typed_reading() {
+        for case in [
+            r#"{"resultType":"input_required","inputRequests":{}}"#,
+            r#"{"resultType":"task","task":{"taskId":"t"}}"#,
+            r#"{"resultType":"compl\u0065te","content":[]}"#,
+            r#"{"resultType":7,"content":[]}"#,
+            r#"{}"#,
+            r#"{"_meta":{"a":1}}"#,
+            r#"{"content":{}}"#,
+            r#"{"content":"text"}"#,
+            r#"{"isError":"yes"}"#,
+            r#"{"content":[],"content":[]}"#,
+            r#"{"content":[],"_meta":null}"#,
+            r#"{"content":[],"_meta":[1]}"#,
+            r#"[1]"#,
+            r#""complete""#,
+        ] {
+            assert_eq!(complete_call_result(&raw(case)), None, "{case}");
+        }
+    }
+}
