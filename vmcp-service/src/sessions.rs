@@ -29,7 +29,9 @@ use vmcp_layers::context::{Admission, Identity};
 
 enum Channel {
     Legacy(Peer<RoleServer>),
-    Modern(Modern),
+    // Boxed: every idle Legacy session holds a listener, and a Modern one is 168
+    // bytes to the peer's 88.
+    Modern(Box<Modern>),
 }
 
 /// A `subscriptions/listen` stream, registered before it has its sink.
@@ -314,7 +316,7 @@ impl Sessions {
             held: Mutex::new(Some(BTreeSet::new())),
         };
         let changed = !uris.is_empty();
-        let listener = self.insert(Channel::Modern(modern), uris, visibility);
+        let listener = self.insert(Channel::Modern(Box::new(modern)), uris, visibility);
         if changed {
             self.subscriptions_changed.notify_one();
         }
@@ -371,7 +373,11 @@ impl Sessions {
     ) -> ListenGuard {
         let uris = accepted_uris(&sink);
         let changed = !uris.is_empty();
-        let listener = self.insert(Channel::Modern(Modern::attached(sink)), uris, visibility);
+        let listener = self.insert(
+            Channel::Modern(Box::new(Modern::attached(sink))),
+            uris,
+            visibility,
+        );
         if changed {
             self.subscriptions_changed.notify_one();
         }
