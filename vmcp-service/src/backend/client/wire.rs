@@ -31,29 +31,30 @@ pub(super) struct RequestParams<'a> {
     pub context: &'a JsonObject,
 }
 
+/// A [`RequestParams`] borrowing the like-named fields of one of rmcp's two param
+/// types (they share no trait for them).
+macro_rules! borrowed {
+    ($params:expr, $context:expr) => {
+        RequestParams {
+            meta: $params.meta.as_ref().map(|m| &m.0.0),
+            name: &$params.name,
+            arguments: $params.arguments.as_ref(),
+            input_responses: $params.input_responses.as_ref(),
+            request_state: $params.request_state.as_deref(),
+            context: $context,
+        }
+    };
+}
+
 impl<'a> RequestParams<'a> {
     /// A `tools/call`'s params.
     pub fn call(params: &'a CallToolRequestParams, context: &'a JsonObject) -> Self {
-        Self {
-            meta: params.meta.as_ref().map(|m| &m.0.0),
-            name: &params.name,
-            arguments: params.arguments.as_ref(),
-            input_responses: params.input_responses.as_ref(),
-            request_state: params.request_state.as_deref(),
-            context,
-        }
+        borrowed!(params, context)
     }
 
     /// A `prompts/get`'s params.
     pub fn prompt(params: &'a GetPromptRequestParams, context: &'a JsonObject) -> Self {
-        Self {
-            meta: params.meta.as_ref().map(|m| &m.0.0),
-            name: &params.name,
-            arguments: params.arguments.as_ref(),
-            input_responses: params.input_responses.as_ref(),
-            request_state: params.request_state.as_deref(),
-            context,
-        }
+        borrowed!(params, context)
     }
 
     /// With a relayed request's own `_meta` instead of the caller's, if it has one.
