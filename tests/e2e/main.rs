@@ -17,6 +17,7 @@ mod edge_session;
 mod failures;
 mod filtering;
 mod forwarding;
+mod health_blame;
 mod hostile;
 mod live;
 mod mrtr_bridge;

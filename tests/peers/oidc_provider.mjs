@@ -16,8 +16,11 @@
 // act = {sub: the exchanging client}, valid for --ttl seconds (default 300).
 //
 // Admin endpoints (plain JSON, for the tests only):
-//   GET  /admin/stats            {"exchanges": n, "by_subject": {sub: n}, "client_credentials": n}
+//   GET  /admin/stats            {"exchanges": n, "by_subject": {sub: n}, "client_credentials": n,
+//                                "denied": n (refused exchanges of denied subjects)}
 //   POST /admin/ttl?seconds=N    lifetime of tokens issued from now on
+//   POST /admin/deny?sub=S       refuse every exchange of subject S (invalid_grant), as an
+//                                IdP refuses a disabled or unentitled user
 import https from 'node:https';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -54,6 +57,7 @@ if (!args.cert || !args.key) {
 }
 
 let ttl = Number(args.ttl);
+const denied = new Set();
 const stats = { exchanges: 0, by_subject: {}, client_credentials: 0 };
 
 const { privateKey, publicKey } = await jose.generateKeyPair('RS256', { extractable: true });
@@ -69,6 +73,9 @@ const server = https.createServer(
     if (req.url === '/admin/stats' && req.method === 'GET') {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify(stats));
+    } else if (req.url.startsWith('/admin/deny') && req.method === 'POST') {
+      denied.add(new URL(req.url, 'https://x').searchParams.get('sub'));
+      res.end(JSON.stringify({ denied: [...denied] }));
     } else if (req.url.startsWith('/admin/ttl') && req.method === 'POST') {
       ttl = Number(new URL(req.url, 'https://x').searchParams.get('seconds'));
       res.end(JSON.stringify({ ttl }));
@@ -132,6 +139,10 @@ provider.registerGrantType(
       ({ payload: subject } = await jose.jwtVerify(params.subject_token, publicJwks, { issuer }));
     } catch (e) {
       throw new errors.InvalidGrant(`subject_token is invalid: ${e.code || 'unverifiable'}`);
+    }
+    if (denied.has(String(subject.sub))) {
+      stats.denied = (stats.denied || 0) + 1;
+      throw new errors.InvalidGrant('the subject may not be exchanged');
     }
     stats.exchanges += 1;
     stats.by_subject[subject.sub] = (stats.by_subject[subject.sub] || 0) + 1;

@@ -89,7 +89,7 @@ impl OidcProvider {
             .to_owned()
     }
 
-    /// `{"exchanges": n, "by_subject": {sub: n}, "client_credentials": n}`.
+    /// `{"exchanges": n, "by_subject": {sub: n}, "client_credentials": n, "denied": n}`.
     pub async fn stats(&self) -> Value {
         self.http
             .get(format!("{}/admin/stats", self.issuer))
@@ -104,6 +104,18 @@ impl OidcProvider {
     /// Exchanges made so far for subject `sub`.
     pub async fn exchanges_of(&self, sub: &str) -> u64 {
         self.stats().await["by_subject"][sub].as_u64().unwrap_or(0)
+    }
+
+    /// Refuse every exchange of subject `sub` from now on (`invalid_grant`).
+    pub async fn deny_subject(&self, sub: &str) {
+        let status = self
+            .http
+            .post(format!("{}/admin/deny?sub={sub}", self.issuer))
+            .send()
+            .await
+            .expect("deny a subject")
+            .status();
+        assert!(status.is_success());
     }
 
     /// The lifetime of tokens issued from now on.

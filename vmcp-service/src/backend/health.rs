@@ -1,7 +1,13 @@
 //! Backend health: the status model and the circuit breaker.
 //!
-//! Every backend carries a [`BackendHealth`]. Periodic checks *and* real calls feed
-//! it, so a backend whose calls time out is not "healthy" because its ping works.
+//! Every backend carries a [`BackendHealth`]. It says whether the *backend* works:
+//! periodic checks, vmcp's own requests (listings) and the transport failures of real
+//! calls feed it. What one caller brings on itself does not: a caller's request that
+//! runs out of its time (a slow tool, a huge read; whether the backend is stuck is
+//! what the bounded checks answer), and a caller whose credentials cannot be had or
+//! are refused. A successful check clears the call failures (once an open circuit's
+//! period has passed), so a backend taken out by failed calls, and no longer called
+//! because it is not advertised, comes back at its next good check.
 //! Only `healthy` and `degraded` backends are advertised; a flip of that is
 //! announced as a [`BackendEventKind::HealthChanged`] event, which the aggregator
 //! turns into a catalog rebuild (debounced there, never on this path). The periodic
@@ -131,18 +137,36 @@ struct State {
     last_error: Option<String>,
     circuit: CircuitState,
     opened_at: Option<Instant>,
-    /// Callers whose calls timed out since the last successful call: one caller's
-    /// slow calls count once, so they cannot make the backend unhealthy for all.
-    timed_out_callers: Vec<CallerKey>,
 }
 
-/// Who made a call, for telling one caller's timeouts from a backend's (a keyed
+/// Who made a call, for telling a caller's request from one of vmcp's own (a keyed
 /// digest of the caller's identity or session; never the identity itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CallerKey(pub u64);
 
-/// The most callers remembered per backend between two successful calls.
-const MAX_TIMED_OUT_CALLERS: usize = 64;
+impl CallerKey {
+    /// A per-process keyed digest of the caller: its issuer and subject, or for an
+    /// anonymous caller its Legacy `session` (anonymous stateless callers are one
+    /// caller). Keyed so the digest says nothing about the identity.
+    pub fn of(identity: Option<&vmcp_layers::Identity>, session: Option<&str>) -> Self {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        static KEY: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+            std::sync::OnceLock::new();
+        let mut hasher = KEY.get_or_init(Default::default).build_hasher();
+        match identity.filter(|i| !i.is_anonymous()) {
+            Some(identity) => {
+                0u8.hash(&mut hasher);
+                identity.issuer.hash(&mut hasher);
+                identity.subject.hash(&mut hasher);
+            }
+            None => {
+                1u8.hash(&mut hasher);
+                session.hash(&mut hasher);
+            }
+        }
+        Self(hasher.finish())
+    }
+}
 
 impl State {
     fn recompute(&mut self, settings: &HealthSettings) {
@@ -197,7 +221,6 @@ impl BackendHealth {
                 last_error: None,
                 circuit: CircuitState::Closed,
                 opened_at: None,
-                timed_out_callers: Vec::new(),
             }),
             events,
         }
@@ -260,9 +283,9 @@ impl BackendHealth {
     /// Record a success from `source` that took `latency`.
     ///
     /// A successful call closes the circuit (it was the probe, or it was closed). A
-    /// successful check closes it only once the open period has passed: without it a
-    /// backend whose circuit opened would never be advertised, so never called, so
-    /// never probed.
+    /// successful check clears the call failures too, but closes an open circuit
+    /// only once its period has passed: a backend made unhealthy by failed calls is
+    /// not advertised, so never called, so only a check can bring it back.
     pub fn record_success(&self, source: Source, latency: Duration) {
         let settings = self.settings();
         let mut s = self.state();
@@ -276,7 +299,6 @@ impl BackendHealth {
         match source {
             Source::Call => {
                 s.call_failures = 0;
-                s.timed_out_callers.clear();
                 s.circuit = CircuitState::Closed;
             }
             Source::Check => {
@@ -285,7 +307,7 @@ impl BackendHealth {
                     (Some((_, open_for)), Some(at)) => at.elapsed() >= open_for,
                     _ => true,
                 };
-                if s.circuit != CircuitState::Closed && period_over {
+                if s.circuit == CircuitState::Closed || period_over {
                     s.circuit = CircuitState::Closed;
                     s.call_failures = 0;
                 }
@@ -337,22 +359,17 @@ impl BackendHealth {
         self.announce(before, after);
     }
 
-    /// Record a call that ran out of time. A timeout from a caller whose calls
-    /// already timed out since the last successful call is not counted again: a
-    /// caller's slow calls (a long-running tool, a huge read) are that caller's
-    /// problem, while timeouts across callers, or from vmcp's own requests
-    /// (`caller` `None`), are the backend's. Check failures count as always.
+    /// Record a request that ran out of time. A caller's request (`caller` set)
+    /// is not counted: its deadline is the caller's, and a request that runs long (a
+    /// slow tool, a huge read) looks exactly like one the backend never answers, so
+    /// counting it would let any few callers take the backend down for everyone.
+    /// Whether the backend is stuck is what the checks (bounded by
+    /// `healthCheckTimeout`) answer. vmcp's own requests (`caller` `None`: listings)
+    /// count.
     pub fn record_timeout(&self, caller: Option<CallerKey>, error: &str) {
-        if let Some(caller) = caller {
-            let mut s = self.state();
-            if s.timed_out_callers.contains(&caller) {
-                s.last_error = Some(error.to_owned());
-                s.last_check = Some(SystemTime::now());
-                return;
-            }
-            if s.timed_out_callers.len() < MAX_TIMED_OUT_CALLERS {
-                s.timed_out_callers.push(caller);
-            }
+        if caller.is_some() {
+            tracing::debug!(backend = %self.backend, "a caller's request timed out ({error}); not counted against the backend");
+            return;
         }
         self.record_failure(Source::Call, error, false);
     }
@@ -423,37 +440,58 @@ mod tests {
     }
 
     #[test]
-    fn failing_calls_make_a_backend_unhealthy_even_while_checks_pass() {
+    fn failed_calls_make_a_backend_unhealthy_until_its_next_good_check() {
         let (h, _rx) = health(None);
         h.record_success(Source::Check, FAST);
         for _ in 0..3 {
-            h.record_failure(Source::Call, "timeout", false);
-            h.record_success(Source::Check, FAST);
+            h.record_failure(Source::Call, "connection reset", false);
         }
         assert_eq!(h.status(), HealthStatus::Unhealthy);
-        h.record_success(Source::Call, FAST);
+        // Not advertised, so never called: only a check can bring it back.
+        h.record_success(Source::Check, FAST);
         assert_eq!(h.status(), HealthStatus::Healthy);
+        assert_eq!(h.snapshot().consecutive_failures, 0);
+        assert_eq!(h.snapshot().last_error, None);
+        for _ in 0..3 {
+            h.record_failure(Source::Call, "connection reset", false);
+        }
+        h.record_success(Source::Call, FAST);
+        assert_eq!(h.status(), HealthStatus::Healthy, "a good call does too");
     }
 
     #[test]
-    fn one_callers_timeouts_count_once_timeouts_across_callers_add_up() {
-        let (h, _rx) = health(None);
+    fn callers_timeouts_do_not_count_vmcps_own_do() {
+        let (h, _rx) = health(Some((3, Duration::from_secs(3600))));
         h.record_success(Source::Check, FAST);
-        for _ in 0..10 {
-            h.record_timeout(Some(CallerKey(1)), "timeout");
+        for caller in 0..100 {
+            h.record_timeout(Some(CallerKey(caller)), "timeout");
         }
-        assert_eq!(h.status(), HealthStatus::Healthy, "one slow caller");
-        h.record_timeout(Some(CallerKey(2)), "timeout");
-        assert_eq!(h.status(), HealthStatus::Healthy, "two callers");
-        h.record_timeout(Some(CallerKey(3)), "timeout");
-        assert_eq!(h.status(), HealthStatus::Unhealthy, "three callers");
-        h.record_success(Source::Call, FAST);
-        assert_eq!(h.status(), HealthStatus::Healthy);
-        // vmcp's own requests (listings) are no one caller's.
+        assert_eq!(h.status(), HealthStatus::Healthy, "slow calls of callers");
+        assert_eq!(h.snapshot().circuit, CircuitState::Closed);
+        assert_eq!(h.snapshot().consecutive_failures, 0);
+        // vmcp's own requests (listings) are no caller's.
         for _ in 0..3 {
             h.record_timeout(None, "timeout");
         }
         assert_eq!(h.status(), HealthStatus::Unhealthy);
+    }
+
+    #[test]
+    fn caller_keys_tell_identities_and_sessions_apart_without_revealing_them() {
+        let who = |sub: &str| vmcp_layers::Identity {
+            subject: sub.into(),
+            issuer: Some("https://idp".into()),
+            ..Default::default()
+        };
+        let (alice, bob) = (who("alice"), who("bob"));
+        let key = CallerKey::of(Some(&alice), Some("s1"));
+        assert_eq!(key, CallerKey::of(Some(&alice), Some("s2")), "the identity");
+        assert_ne!(key, CallerKey::of(Some(&bob), None));
+        assert_ne!(
+            CallerKey::of(None, Some("s1")),
+            CallerKey::of(None, Some("s2"))
+        );
+        assert_eq!(CallerKey::of(None, None), CallerKey::of(None, None));
     }
 
     #[test]

@@ -34,6 +34,9 @@ pub enum FailureReason {
     HttpStatus(u16),
     /// The backend asked for credentials (401) or refused them (403).
     AuthRequired,
+    /// The gateway itself is out of file descriptors or socket buffers: no
+    /// connection could be opened to any backend, so it says nothing about this one.
+    LocalResources,
     /// Anything else, as the innermost error says it.
     Other(String),
 }
@@ -49,6 +52,9 @@ impl fmt::Display for FailureReason {
             Self::ConnectionReset => f.write_str("connection reset by the backend"),
             Self::HttpStatus(status) => write!(f, "HTTP status {status}"),
             Self::AuthRequired => f.write_str("authentication required (HTTP 401/403)"),
+            Self::LocalResources => {
+                f.write_str("the gateway is out of file descriptors (too many open files)")
+            }
             Self::Other(text) => f.write_str(text),
         }
     }
@@ -104,6 +110,9 @@ impl FailureReason {
             return Some(Self::Tls(words));
         }
         if let Some(e) = e.downcast_ref::<std::io::Error>() {
+            if e.raw_os_error().is_some_and(local_exhaustion) {
+                return Some(Self::LocalResources);
+            }
             match e.kind() {
                 ErrorKind::ConnectionRefused => return Some(Self::ConnectionRefused),
                 ErrorKind::TimedOut => return Some(Self::Timeout),
@@ -153,6 +162,10 @@ impl FailureReason {
         if text == "dns error" {
             return Some(Self::Dns);
         }
+        // An io::Error that reached us as text only (the OS's words for EMFILE).
+        if text.contains("Too many open files") {
+            return Some(Self::LocalResources);
+        }
         // rustls: "invalid peer certificate: UnknownIssuer" and its siblings.
         if let Some(detail) = text.strip_prefix("invalid peer certificate: ") {
             return Some(Self::TlsUntrusted(detail.to_owned()));
@@ -165,6 +178,21 @@ impl FailureReason {
             401 | 403 => Self::AuthRequired,
             _ => Self::HttpStatus(status),
         }
+    }
+}
+
+/// Whether OS error `code` says the gateway ran out of descriptors (its own limit,
+/// EMFILE, or the system's, ENFILE) or socket buffers (ENOBUFS).
+fn local_exhaustion(code: i32) -> bool {
+    #[cfg(unix)]
+    {
+        use nix::errno::Errno;
+        [Errno::EMFILE, Errno::ENFILE, Errno::ENOBUFS].contains(&Errno::from_raw(code))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = code;
+        false
     }
 }
 
@@ -200,5 +228,21 @@ mod tests {
         );
         let other = Outer(std::io::Error::other("broken pipe-ish"));
         assert_eq!(FailureReason::of(&other).to_string(), "broken pipe-ish");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn running_out_of_descriptors_is_the_gateways_own_exhaustion() {
+        let emfile = Outer(std::io::Error::from_raw_os_error(
+            nix::errno::Errno::EMFILE as i32,
+        ));
+        assert_eq!(FailureReason::of(&emfile), FailureReason::LocalResources);
+        let enfile = Outer(std::io::Error::from_raw_os_error(
+            nix::errno::Errno::ENFILE as i32,
+        ));
+        assert_eq!(FailureReason::of(&enfile), FailureReason::LocalResources);
+        let text = Outer(std::io::Error::other("Too many open files (os error 24)"));
+        assert_eq!(FailureReason::of(&text), FailureReason::LocalResources);
+        assert!(!FailureReason::LocalResources.is_unreachable());
     }
 }

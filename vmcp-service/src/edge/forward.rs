@@ -16,7 +16,7 @@ use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::{bridged_capabilities, strip_reserved};
-use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget};
+use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget, CallerKey};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
@@ -44,6 +44,20 @@ pub(super) enum Answer {
     Spliced(Vec<u8>),
 }
 
+/// When the gateway received a request, and for whom: its backend call's budget
+/// (a caller's request, not one of vmcp's own, as the health model counts it).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Origin {
+    pub(super) received: Instant,
+    pub(super) caller: CallerKey,
+}
+
+impl Origin {
+    fn budget(self, timeout: std::time::Duration) -> CallBudget {
+        CallBudget::for_caller(timeout, Some(self.caller)).since(self.received)
+    }
+}
+
 impl Edge {
     fn client(&self, backend: &str) -> Result<Arc<BackendClient>, ErrorData> {
         self.aggregator.registry().get(backend).ok_or_else(|| {
@@ -58,7 +72,7 @@ impl Edge {
         tasks: bool,
         calls: Option<BackendCalls>,
         legacy: bool,
-        received: Instant,
+        origin: Origin,
     ) -> Result<Answer, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = CallToolRequestParams::new(name.clone());
@@ -70,8 +84,7 @@ impl Edge {
         let client = self.client(&backend)?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
-        let budget =
-            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         // A 2025-11-25 session's answer is reshaped for its peer (`session`), so only
         // a 2026-07-28 caller's complete result is passed on as the backend wrote it.
         let response = if legacy {
@@ -112,7 +125,7 @@ impl Edge {
         parsed: &ParsedMcpRequest,
         calls: Option<BackendCalls>,
         legacy: bool,
-        received: Instant,
+        origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = GetPromptRequestParams::new(name.clone());
@@ -130,8 +143,7 @@ impl Edge {
             Some(&name),
             &mut params.meta,
         );
-        let budget =
-            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         let response = client.get_prompt(params, budget).await;
         call.end(&response);
         Ok(ServerResult::from(
@@ -152,7 +164,7 @@ impl Edge {
         calls: Option<BackendCalls>,
         filtered: bool,
         legacy: bool,
-        received: Instant,
+        origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
         let uri = parsed.uri.clone().unwrap_or_default();
         let Routed {
@@ -167,8 +179,7 @@ impl Edge {
             Some(&uri),
             &mut params.meta,
         );
-        let budget =
-            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         let response = client.read_resource(params, budget).await;
         call.end(&response);
         Ok(ServerResult::from(
@@ -196,7 +207,7 @@ impl Edge {
         catalog: &Catalog,
         parsed: &ParsedMcpRequest,
         legacy: bool,
-        received: Instant,
+        origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
         // rmcp would refuse params that do not read as `CompleteRequestParams`; only
         // well-formed ones were admitted, but a failure here is still answered as rmcp
@@ -211,8 +222,7 @@ impl Edge {
             )));
         };
         let client = self.client(&backend)?;
-        let budget =
-            CallBudget::from(self.aggregator.config().call_timeout(&backend)).since(received);
+        let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         let mut result = client
             .complete(params, budget)
             .await

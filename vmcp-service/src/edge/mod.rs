@@ -151,8 +151,9 @@ pub(crate) struct Admitted {
     filtered: bool,
     /// The 2025-11-25 session it belongs to; `None` for a 2026-07-28 request.
     session: Option<Arc<str>>,
-    /// When the gateway received it: backend deadlines are timed from here.
-    received: tokio::time::Instant,
+    /// When the gateway received it (backend deadlines are timed from here), and
+    /// for whom.
+    origin: forward::Origin,
 }
 
 impl Edge {
@@ -288,7 +289,13 @@ impl Edge {
             calls: extensions.get::<BackendCalls>().cloned(),
             filtered: extensions.get::<AdmissionHandle>().is_some(),
             session: has_session.then(|| session.map(Arc::from)).flatten(),
-            received: crate::backend::Received::of(extensions),
+            origin: forward::Origin {
+                received: crate::backend::Received::of(extensions),
+                caller: crate::backend::CallerKey::of(
+                    extensions.get::<Arc<vmcp_layers::Identity>>().map(|i| &**i),
+                    session,
+                ),
+            },
         })
     }
 
@@ -323,7 +330,7 @@ impl Edge {
             calls,
             filtered,
             session,
-            received,
+            origin,
         } = admitted;
         let legacy = session.is_some();
         let catalog = self.aggregator.catalog();
@@ -354,18 +361,18 @@ impl Edge {
                     let typed = match verb {
                         Verb::CallTool => {
                             return self
-                                .call_tool(&parsed, arguments, tasks, calls, legacy, received)
+                                .call_tool(&parsed, arguments, tasks, calls, legacy, origin)
                                 .await;
                         }
                         Verb::GetPrompt => {
-                            self.get_prompt(&catalog, &parsed, calls, legacy, received)
+                            self.get_prompt(&catalog, &parsed, calls, legacy, origin)
                                 .await
                         }
                         Verb::ReadResource => {
-                            self.read_resource(&catalog, &parsed, calls, filtered, legacy, received)
+                            self.read_resource(&catalog, &parsed, calls, filtered, legacy, origin)
                                 .await
                         }
-                        _ => self.complete(&catalog, &parsed, legacy, received).await,
+                        _ => self.complete(&catalog, &parsed, legacy, origin).await,
                     };
                     typed.map(Answer::Typed)
                 };

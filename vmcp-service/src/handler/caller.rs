@@ -41,7 +41,8 @@ impl VmcpHandler {
     /// On a per-caller connection, a 401/403 from the backend means it refused the
     /// exchanged token without running the request: the token is evicted and the
     /// call retried once with a fresh exchange. The outcome feeds the backend's
-    /// health like a call on the shared connection.
+    /// health like a call on the shared connection, except what the caller's own
+    /// credentials caused (an exchange refused, a token the backend refuses).
     pub(super) async fn on_backend<T, F, Fut>(
         &self,
         shared: &Arc<BackendClient>,
@@ -98,11 +99,17 @@ impl VmcpHandler {
             client.refuse_credentials().await;
             result = Box::pin(op(client)).await;
         }
-        shared.record_call(
-            Some(super::caller_key::caller_key(ctx)),
-            &result,
-            started.elapsed(),
-        );
+        // A backend refusing this caller's own credentials (after a fresh exchange)
+        // refused the caller, not the gateway: the backend works.
+        let callers_own =
+            pool.per_caller() && result.as_ref().is_err_and(|e| e.credentials_refused());
+        if !callers_own {
+            shared.record_call(
+                Some(super::caller_key::caller_key(ctx)),
+                &result,
+                started.elapsed(),
+            );
+        }
         result
     }
 }

@@ -72,6 +72,17 @@ impl BackendError {
         )
     }
 
+    /// Whether the gateway itself ran out of file descriptors (or socket buffers)
+    /// on the way to the backend: a failure of this process, not of the backend.
+    pub(super) fn is_local_exhaustion(&self) -> bool {
+        let reason = match self {
+            BackendError::Unreachable { source, .. } => source.reason(),
+            BackendError::Transport { source, .. } => Some(FailureReason::of(source)),
+            _ => None,
+        };
+        reason == Some(FailureReason::LocalResources)
+    }
+
     /// A description for status reporting: no URLs, no tokens.
     pub fn summary(&self) -> String {
         match self {
@@ -153,6 +164,16 @@ impl From<ClientInitializeError> for OpenError {
 }
 
 impl OpenError {
+    /// The cause in words, for the variants that wrap a transport or OS error.
+    fn reason(&self) -> Option<FailureReason> {
+        match self {
+            OpenError::Sse(e) => Some(FailureReason::of(e)),
+            OpenError::Handshake(e) => Some(FailureReason::of(&**e)),
+            OpenError::Spawn(e) => Some(FailureReason::of(e)),
+            OpenError::NoSupervisor | OpenError::NoServerInfo => None,
+        }
+    }
+
     /// Whether the backend refused our credentials (HTTP 401 or 403), read from the
     /// status the transport received.
     pub fn credentials_refused(&self) -> bool {

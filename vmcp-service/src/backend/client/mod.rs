@@ -362,14 +362,20 @@ impl BackendClient {
             Err(e @ BackendError::Timeout { .. }) if source == Source::Call => {
                 self.health.record_timeout(caller, &e.summary());
             }
+            // One caller's token that cannot be exchanged says nothing about the
+            // backend (before the next arm, which would count it); a check that
+            // cannot get the gateway's own token does.
+            Err(BackendError::Credentials { .. }) if source == Source::Call => {}
+            // The gateway out of file descriptors (or memory) cannot open a
+            // connection to anyone: not the backend's failure.
+            Err(e) if e.is_local_exhaustion() => {
+                tracing::warn!(backend = %self.name, "cannot reach backend {:?}: {}; not counted against it", &*self.name, e.summary());
+            }
             Err(e) if e.is_backend_failure() => {
                 let refused = self.auth_refused.load(std::sync::atomic::Ordering::Relaxed);
                 self.health.record_failure(source, &e.summary(), refused);
             }
             Err(BackendError::CircuitOpen { .. }) => {}
-            // One caller's token that cannot be exchanged says nothing about the
-            // backend; a check that cannot get the gateway's own token does.
-            Err(BackendError::Credentials { .. }) if source == Source::Call => {}
             _ => self.health.record_success(source, latency),
         }
     }
@@ -926,5 +932,48 @@ mod tests {
             "{}",
             std::mem::size_of_val(&run)
         );
+    }
+
+    /// The gateway out of file descriptors is not the backend's failure; a refused
+    /// connection is.
+    #[cfg(unix)]
+    #[test]
+    fn the_gateways_own_exhaustion_does_not_mark_a_backend_unhealthy() {
+        use super::super::health::HealthStatus;
+        let (events, _) = broadcast::channel(16);
+        let client = BackendClient::new(
+            BackendConfig {
+                name: "b".into(),
+                url: "http://127.0.0.1:9/mcp".into(),
+                ..Default::default()
+            },
+            BackendHttp::plain(),
+            events,
+            HealthSettings::default(),
+        );
+        let unreachable = |os: std::io::Error| -> Result<(), BackendError> {
+            Err(BackendError::Unreachable {
+                backend: "b".into(),
+                source: OpenError::Spawn(super::super::stdio::SpawnError::Spawn {
+                    command: "server".into(),
+                    source: os,
+                }),
+            })
+        };
+        let emfile = || std::io::Error::from_raw_os_error(nix::errno::Errno::EMFILE as i32);
+        client.record(Source::Check, None, &Ok(()), Duration::ZERO);
+        for source in [Source::Check, Source::Call] {
+            for _ in 0..5 {
+                client.record(source, None, &unreachable(emfile()), Duration::ZERO);
+            }
+        }
+        let health = client.health().snapshot();
+        assert_eq!(health.status, HealthStatus::Healthy, "{health:?}");
+        assert_eq!(health.consecutive_failures, 0);
+        for _ in 0..3 {
+            let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+            client.record(Source::Check, None, &unreachable(refused), Duration::ZERO);
+        }
+        assert_eq!(client.health().status(), HealthStatus::Unhealthy);
     }
 }
