@@ -213,6 +213,16 @@ where
                 Authenticator::Anonymous => anonymous(),
                 #[cfg(feature = "jwt")]
                 Authenticator::Jwt(validator) => {
+                    // Mounted without the header layer, the same refusal it makes:
+                    // which of two tokens was checked would be anyone's guess.
+                    if crate::headers::ambiguous_authorization(&parts.headers) {
+                        return Ok(jsonrpc::error_response(
+                            StatusCode::BAD_REQUEST,
+                            None,
+                            jsonrpc::INVALID_REQUEST,
+                            "more than one Authorization header",
+                        ));
+                    }
                     let token = bearer(&parts.headers);
                     let result = match token {
                         Some(token) => validator.validate(token).await,

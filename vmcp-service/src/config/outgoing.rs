@@ -307,7 +307,47 @@ impl OutgoingAuthConfig {
     }
 }
 
+impl OutgoingAuthConfig {
+    /// Refuse a `passthroughHeaders` entry that a strategy (`default` or a backend's)
+    /// sets: a backend's credentials come from its strategy, never from the caller.
+    pub fn validate_passthrough(&self, names: &[String], errors: &mut Vec<String>) {
+        let strategies = self
+            .default
+            .iter()
+            .map(|s| ("outgoingAuth.default".to_owned(), s))
+            .chain(
+                self.backends
+                    .iter()
+                    .map(|(name, s)| (format!("outgoingAuth.backends.{name}"), s)),
+            );
+        for (field, strategy) in strategies {
+            for (i, name) in names.iter().enumerate() {
+                if let Ok(header) = HeaderName::from_bytes(name.as_bytes())
+                    && strategy.sets_header(&header)
+                {
+                    errors.push(format!(
+                        "passthroughHeaders[{i}]: {name:?} is set by {field} ({}); a caller's value may not replace it",
+                        strategy.kind
+                    ));
+                }
+            }
+        }
+    }
+}
+
 impl BackendAuthConfig {
+    /// Whether this strategy sets header `name` on the backend's requests.
+    pub fn sets_header(&self, name: &HeaderName) -> bool {
+        match self.kind.as_str() {
+            "token_exchange" => name == http::header::AUTHORIZATION,
+            "header_injection" => self
+                .header_injection
+                .as_ref()
+                .is_some_and(|h| h.header_name.eq_ignore_ascii_case(name.as_str())),
+            _ => false,
+        }
+    }
+
     fn validate(&self, field: &str, errors: &mut Vec<String>) {
         match self.kind.as_str() {
             "unauthenticated" => {}
