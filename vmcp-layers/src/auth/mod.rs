@@ -269,6 +269,27 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn two_authorization_headers_are_refused_when_mounted_alone() {
+        use tower::ServiceExt;
+        let validator = JwtValidator::with_keys(
+            JwtSettings::new("https://idp", "vmcp"),
+            &jsonwebtoken::jwk::JwkSet { keys: Vec::new() },
+        );
+        let service = AuthLayer::jwt(Arc::new(validator), None).layer(tower::service_fn(
+            |_req: Request<Body>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+            },
+        ));
+        let request = Request::post("/mcp")
+            .header(header::AUTHORIZATION, "Bearer a")
+            .header(header::AUTHORIZATION, "Bearer b")
+            .body(Body::empty())
+            .unwrap();
+        let response = service.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+
     #[test]
     fn bearer_needs_the_scheme() {
         let mut headers = HeaderMap::new();

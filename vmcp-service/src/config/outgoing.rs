@@ -554,6 +554,32 @@ mod tests {
     }
 
     #[test]
+    fn a_passthrough_header_a_strategy_sets_is_refused() {
+        let mut config = OutgoingAuthConfig {
+            default: Some(BackendAuthConfig {
+                kind: "token_exchange".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        config
+            .backends
+            .insert("a".into(), injection("X-Api-Key", Some("s3cr3t"), None));
+        let names: Vec<String> = ["X-Tenant", "AUTHORIZATION", "x-api-key"]
+            .map(String::from)
+            .into();
+        let mut errors = Vec::new();
+        config.validate_passthrough(&names, &mut errors);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("passthroughHeaders[1]: \"AUTHORIZATION\" is set by outgoingAuth.default (token_exchange)"), "{errors:?}");
+        assert!(errors[1].starts_with("passthroughHeaders[2]: \"x-api-key\" is set by outgoingAuth.backends.a (header_injection)"), "{errors:?}");
+        assert!(!errors.join("\n").contains("s3cr3t"));
+        let mut errors = Vec::new();
+        config.validate_passthrough(&names[..1], &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
     fn the_injected_value_is_sensitive() {
         let headers = injection("X-Key", Some("s3cr3t"), None)
             .headers("f")
