@@ -196,3 +196,85 @@ async fn unknown_kids_do_not_hammer_the_issuer() {
     }
     assert_eq!(idp.jwks_fetches(), 1, "five unknown kids, one JWKS fetch");
 }
+
+const GREET: &str = r#"
+compositeTools:
+  - name: greet
+    description: ask a name, echo it
+    steps:
+      - id: ask
+        type: elicitation
+        message: Who?
+        schema: {type: object, properties: {name: {type: string}}, required: [name]}
+      - id: say
+        tool: gh.echo
+        dependsOn: [ask]
+        arguments: {text: "hi {{ steps.ask.output.content.name }}"}
+"#;
+
+/// A 2026-07-28 call of `greet` as `token`, declaring elicitation; a retry with
+/// `state` answers the question with `name`.
+async fn greet(url: &str, token: &str, retry: Option<(&str, &str)>) -> Value {
+    let mut params = json!({
+        "name": "greet",
+        "arguments": {},
+        "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}},
+    });
+    if let Some((state, name)) = retry {
+        params["requestState"] = json!(state);
+        params["inputResponses"] = json!({"ask": {"action": "accept", "content": {"name": name}}});
+    }
+    let reply = modern_as(url, Some(token), "tools/call", params).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    reply.body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_issuer_array_is_refused_and_paused_runs_stay_their_callers() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let gh = spawn(DemoSpec::new("gh", &["echo"]), 0).await.unwrap();
+    let yaml = oidc_yaml(&gh.url(), &idp.issuer, "") + GREET;
+    let gw = stacked_gateway(config(&yaml)).await;
+    let url = gw.url();
+
+    // jsonwebtoken accepts an `iss` array holding the issuer; the identity it
+    // yields has no issuer, and a run paused for it was sealed as anonymous's.
+    for (case, claims, description) in [
+        (
+            "iss array",
+            idp.claims("alice", json!({"iss": [idp.issuer]})),
+            "wrong issuer",
+        ),
+        (
+            "iss array with another",
+            idp.claims(
+                "alice",
+                json!({"iss": ["https://evil.example", idp.issuer]}),
+            ),
+            "wrong issuer",
+        ),
+    ] {
+        let reply = modern_as(&url, Some(&key.sign(&claims)), "tools/list", json!({})).await;
+        assert_eq!(reply.status, 401, "{case}: {:?}", reply.body);
+        let challenge = reply.headers["www-authenticate"].to_str().unwrap();
+        assert!(
+            challenge.contains(&format!("error_description=\"{description}\"")),
+            "{case}: {challenge}"
+        );
+    }
+
+    // A paused run opens for its own caller only.
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let bob = key.sign(&idp.claims("bob", json!({})));
+    let paused = greet(&url, &alice, None).await;
+    assert_eq!(paused["result"]["resultType"], "input_required", "{paused}");
+    let state = paused["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let stolen = greet(&url, &bob, Some((&state, "Mallory"))).await;
+    assert_eq!(stolen["error"]["code"], -32602, "{stolen}");
+    let done = greet(&url, &alice, Some((&state, "Bo"))).await;
+    assert!(done["result"].to_string().contains("hi Bo"), "{done}");
+}

@@ -254,3 +254,49 @@ async fn hostile_bodies_get_clean_errors_on_the_full_stack() {
     let gw = stacked_gateway(config(&yaml)).await;
     check("stack", &gw.url(), gw.addr).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_of_the_wrong_type_are_invalid_params_not_an_unknown_method() {
+    let (_gh, yaml) = backend().await;
+    let bare = gateway(config(&yaml)).await;
+    let stacked = stacked_gateway(config(&yaml)).await;
+    for (mode, url) in [("bare", bare.url()), ("stack", stacked.url())] {
+        for (case, method, params) in [
+            (
+                "numeric requestState",
+                "tools/call",
+                json!({"name": "gh_echo", "arguments": {"text": "x"}, "requestState": 5}),
+            ),
+            (
+                "object requestState",
+                "prompts/get",
+                json!({"name": "p", "requestState": {"a": 1}}),
+            ),
+            (
+                "array inputResponses",
+                "tools/call",
+                json!({"name": "gh_echo", "arguments": {}, "requestState": "s", "inputResponses": []}),
+            ),
+        ] {
+            let reply = modern_as(&url, None, method, params).await;
+            assert_eq!(
+                reply.body["error"]["code"], -32602,
+                "{mode} {case}: {} {:?}",
+                reply.status, reply.body
+            );
+            assert_eq!(
+                reply.body["error"]["message"],
+                format!("invalid params for {method}"),
+                "{mode} {case}"
+            );
+        }
+        // A method that does not exist is still -32601, naming it.
+        let reply = modern_as(&url, None, "tools/frobnicate", json!({})).await;
+        assert_eq!(
+            reply.body["error"]["code"], -32601,
+            "{mode}: {:?}",
+            reply.body
+        );
+        still_serves(&url, "params of the wrong type").await;
+    }
+}

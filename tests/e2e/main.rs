@@ -23,6 +23,7 @@ mod live;
 mod mrtr_bridge;
 mod outgoing;
 mod pagination;
+mod passthrough;
 mod pipeline;
 mod session_binding;
 mod session_lifetime;

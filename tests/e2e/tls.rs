@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use vmcp_examples::demo::{DemoBackend, DemoSpec};
 use vmcp_tests::idp::{Idp, SigningKey};
 use vmcp_tests::stacked::{modern_as, stacked_gateway, tool_names};
-use vmcp_tests::tls::{ServerCert, TestCa, serve_tls_on_loopback};
+use vmcp_tests::tls::{ServerCert, TestCa, ca_as_server_cert, serve_tls_on_loopback};
 use vmcp_tests::{Gateway, config, gateway, modern, names, py_backend, py_client, status_json};
 
 /// An in-process rmcp backend named `name` with one `echo` tool, over HTTPS.
@@ -109,6 +109,29 @@ async fn a_backend_behind_a_private_ca_is_refused_without_its_bundle_and_served_
     );
     let status = backend_status(&trusting, "secure", |b| b["health"] == "healthy").await;
     assert!(!status.to_string().contains("certificate"), "{status}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_certificate_served_as_the_servers_own_is_refused_in_words() {
+    let cert = ca_as_server_cert("leaf-ca");
+    let (url, _stop) = tls_backend("odd", &cert).await;
+    let gw = gateway(config(&format!(
+        "backends: [{{name: odd, url: '{url}', caBundlePath: '{}'}}]\noperational:\n  failureHandling: {{healthCheckInterval: 200ms}}\n",
+        cert.cert_file.display()
+    )))
+    .await;
+    let status = backend_status(&gw, "odd", |b| b["last_error"].as_str().is_some()).await;
+    let entry = status["backends"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["name"] == "odd")
+        .unwrap();
+    assert_eq!(
+        entry["last_error"],
+        "certificate not trusted: the server presented a CA certificate as its own",
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

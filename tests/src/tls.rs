@@ -90,6 +90,29 @@ impl TestCa {
     }
 }
 
+/// A CA certificate (self-signed, `CA:TRUE`, for `localhost` and `127.0.0.1`) served
+/// as a server's own certificate: what a misconfigured server presents. Its
+/// `cert_file` is also the bundle that trusts it.
+pub fn ca_as_server_cert(label: &str) -> ServerCert {
+    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .expect("CA params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, label);
+    let key = KeyPair::generate().expect("CA key");
+    let cert = params.self_signed(&key).expect("self-signed CA");
+    let dir = unique_dir();
+    let cert_file = dir.join(format!("{label}.crt"));
+    let key_file = dir.join(format!("{label}.key"));
+    std::fs::write(&cert_file, cert.pem()).expect("write cert");
+    std::fs::write(&key_file, key.serialize_pem()).expect("write key");
+    ServerCert {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        cert_file,
+        key_file,
+    }
+}
+
 impl Drop for TestCa {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);

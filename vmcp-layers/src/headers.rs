@@ -179,6 +179,17 @@ impl Rules {
     }
 }
 
+/// Whether `headers` carry more than one `Authorization`: a caller's token must be
+/// one value, or the layer that checks it and a hop that forwards it can each see
+/// a different one.
+pub(crate) fn ambiguous_authorization(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .nth(1)
+        .is_some()
+}
+
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
@@ -254,6 +265,13 @@ where
             tracing::warn!(origin = ?req.headers().get(header::ORIGIN), "rejected: Origin not allowed");
             return reject(StatusCode::FORBIDDEN, "Origin header is not allowed");
         }
+        if ambiguous_authorization(req.headers()) {
+            tracing::warn!("rejected: more than one Authorization header");
+            return reject(
+                StatusCode::BAD_REQUEST,
+                "more than one Authorization header",
+            );
+        }
         if req.method() == Method::GET && !accepts_event_stream(req.headers()) {
             return reject(
                 StatusCode::NOT_ACCEPTABLE,
@@ -319,6 +337,19 @@ mod tests {
             let req = post().header("origin", origin).body(Body::empty()).unwrap();
             assert_eq!(status(req).await, want, "{origin}");
         }
+    }
+
+    #[tokio::test]
+    async fn one_authorization_header_at_most() {
+        let req = post()
+            .header("authorization", "Bearer a")
+            .body(Body::empty());
+        assert_eq!(status(req.unwrap()).await, StatusCode::OK);
+        let req = post()
+            .header("authorization", "Bearer a")
+            .header("authorization", "Bearer b")
+            .body(Body::empty());
+        assert_eq!(status(req.unwrap()).await, StatusCode::BAD_REQUEST);
     }
 
     #[tokio::test]

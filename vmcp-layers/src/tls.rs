@@ -236,31 +236,89 @@ pub fn describe(error: &(dyn std::error::Error + 'static)) -> Option<String> {
 fn describe_rustls(error: &rustls::Error) -> String {
     use rustls::{CertificateError as C, Error as E};
     match error {
-        E::InvalidCertificate(cert) => match cert {
-            C::UnknownIssuer => "certificate not trusted: unknown issuer".into(),
-            C::Expired | C::ExpiredContext { .. } => "certificate not trusted: expired".into(),
-            C::NotValidYet | C::NotValidYetContext { .. } => {
-                "certificate not trusted: not valid yet".into()
-            }
-            C::NotValidForName | C::NotValidForNameContext { .. } => {
-                "certificate not trusted: not valid for this host name".into()
-            }
-            C::Revoked => "certificate not trusted: revoked".into(),
-            C::BadSignature => "certificate not trusted: bad signature".into(),
-            C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
-                "certificate not trusted: not a server certificate".into()
-            }
-            C::BadEncoding => "certificate not trusted: malformed certificate".into(),
-            other => format!("certificate not trusted: {other:?}"),
-        },
-        E::AlertReceived(alert) => format!("TLS handshake refused by the server: {alert:?}"),
+        E::InvalidCertificate(cert) => {
+            let why = match cert {
+                C::UnknownIssuer => "unknown issuer",
+                C::Expired | C::ExpiredContext { .. } => "expired",
+                C::NotValidYet | C::NotValidYetContext { .. } => "not valid yet",
+                C::NotValidForName | C::NotValidForNameContext { .. } => {
+                    "not valid for this host name"
+                }
+                C::Revoked => "revoked",
+                C::BadSignature => "bad signature",
+                C::InvalidPurpose | C::InvalidPurposeContext { .. } => "not a server certificate",
+                C::BadEncoding => "malformed certificate",
+                C::UnhandledCriticalExtension => "an unsupported critical extension",
+                C::UnknownRevocationStatus => "revocation status unknown",
+                C::ExpiredRevocationList | C::ExpiredRevocationListContext { .. } => {
+                    "the revocation list has expired"
+                }
+                C::UnsupportedSignatureAlgorithmContext { .. }
+                | C::UnsupportedSignatureAlgorithmForPublicKeyContext { .. } => {
+                    "unsupported signature algorithm"
+                }
+                C::InvalidOcspResponse => "invalid OCSP response",
+                C::Other(other) => other
+                    .0
+                    .downcast_ref::<webpki::Error>()
+                    .map_or("refused by the certificate verifier", describe_webpki),
+                _ => "refused by the certificate verifier",
+            };
+            format!("certificate not trusted: {why}")
+        }
+        E::AlertReceived(alert) => format!(
+            "TLS handshake refused by the server: {}",
+            words(&format!("{alert:?}"))
+        ),
         E::NoCertificatesPresented => "TLS handshake failed: no certificate presented".into(),
-        E::PeerIncompatible(why) => format!("TLS handshake failed: incompatible peer ({why:?})"),
+        E::PeerIncompatible(why) => format!(
+            "TLS handshake failed: incompatible peer ({})",
+            words(&format!("{why:?}"))
+        ),
         E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
             "TLS handshake failed: not a TLS server (or a broken one)".into()
         }
         other => format!("TLS failure: {other}"),
     }
+}
+
+/// The verifier's reasons that rustls passes on as `Other` (its `Display` is the
+/// variant's name).
+fn describe_webpki(error: &webpki::Error) -> &'static str {
+    use webpki::Error as W;
+    match error {
+        W::CaUsedAsEndEntity => "the server presented a CA certificate as its own",
+        W::EndEntityUsedAsCa => "the issuer is not a certificate authority",
+        W::PathLenConstraintViolated => "the chain is longer than a CA allows",
+        W::NameConstraintViolation => "the name is outside its CA's name constraints",
+        W::MaximumPathDepthExceeded
+        | W::MaximumPathBuildCallsExceeded
+        | W::MaximumSignatureChecksExceeded
+        | W::MaximumNameConstraintComparisonsExceeded => "the chain is too long or too complex",
+        W::UnsupportedCertVersion => "unsupported certificate version",
+        W::UnsupportedCriticalExtension => "an unsupported critical extension",
+        W::SignatureAlgorithmMismatch => "inconsistent signature algorithms",
+        W::EmptyEkuExtension | W::ExtensionValueInvalid | W::InvalidSerialNumber => {
+            "malformed certificate"
+        }
+        _ => "refused by the certificate verifier",
+    }
+}
+
+/// `HandshakeFailure` → `handshake failure`: a Debug name read as words.
+fn words(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else if c.is_ascii_alphanumeric() || c == ' ' {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -315,6 +373,21 @@ mod tests {
         );
         let plain = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         assert_eq!(describe(&plain), None);
+    }
+
+    #[test]
+    fn verifier_reasons_are_words() {
+        let other = rustls::OtherError(std::sync::Arc::new(webpki::Error::CaUsedAsEndEntity));
+        let tls = rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other));
+        assert_eq!(
+            describe(&std::io::Error::other(tls)).as_deref(),
+            Some("certificate not trusted: the server presented a CA certificate as its own")
+        );
+        let alert = rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure);
+        assert_eq!(
+            describe(&std::io::Error::other(alert)).as_deref(),
+            Some("TLS handshake refused by the server: handshake failure")
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod elicit;
 mod forward;
 mod mrtr;
 mod observe;
+mod unreadable;
 mod workflow;
 mod workflow_state;
 
@@ -164,6 +165,14 @@ fn cursor(params: &Option<PaginatedRequestParams>) -> Option<&str> {
 impl ServerHandler for VmcpHandler {
     fn get_info(&self) -> ServerConfig {
         (*self.info).clone()
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        Err(unreadable::answer(&request))
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {

@@ -138,6 +138,31 @@ impl Sealer {
     }
 }
 
+/// The caller bytes a state is sealed for: an authenticated caller's whole identity
+/// (whether it has an issuer, the issuer, the subject; length-prefixed, so no split
+/// collides with another), one marker for every anonymous caller. An authenticated
+/// caller is never sealed as the anonymous one, with or without an issuer.
+pub(crate) fn caller_of(identity: Option<&vmcp_layers::Identity>) -> Vec<u8> {
+    let Some(identity) = identity.filter(|i| !i.is_anonymous()) else {
+        return b"a".to_vec();
+    };
+    let mut bytes = vec![b't'];
+    match &identity.issuer {
+        Some(issuer) => {
+            bytes.push(1);
+            bytes.extend_from_slice(
+                &u32::try_from(issuer.len())
+                    .unwrap_or(u32::MAX)
+                    .to_be_bytes(),
+            );
+            bytes.extend_from_slice(issuer.as_bytes());
+        }
+        None => bytes.push(0),
+    }
+    bytes.extend_from_slice(identity.subject.as_bytes());
+    bytes
+}
+
 /// Version, purpose and caller, each length-prefixed so no two pairs collide.
 fn aad(purpose: &str, caller: &[u8]) -> Vec<u8> {
     let mut aad = Vec::with_capacity(VERSION.len() + purpose.len() + caller.len() + 8);
@@ -215,6 +240,36 @@ mod tests {
             sealer.open("park", b"c", &"A".repeat(MAX_TOKEN_LEN + 1)),
             Err(SealError::Malformed)
         );
+    }
+
+    #[test]
+    fn every_authenticated_caller_is_its_own() {
+        use vmcp_layers::Identity;
+        let who = |issuer: Option<&str>, subject: &str| {
+            let mut identity = Identity::anonymous();
+            identity.issuer = issuer.map(str::to_owned);
+            identity.subject = subject.to_owned();
+            caller_of(Some(&identity))
+        };
+        let callers = [
+            who(Some("https://idp"), "alice"),
+            who(Some("https://idp"), "bob"),
+            who(Some("https://other"), "alice"),
+            who(Some("https://idpa"), "lice"),
+            who(Some(""), "anonymous"),
+            // Authenticated without an issuer (an embedder's own layer): still not
+            // the anonymous marker, and not another issuer's subject.
+            who(None, "alice"),
+            who(None, "bob"),
+            who(Some(""), "alice"),
+            caller_of(None),
+        ];
+        for (i, a) in callers.iter().enumerate() {
+            for b in &callers[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(caller_of(Some(&Identity::anonymous())), caller_of(None));
     }
 
     #[test]

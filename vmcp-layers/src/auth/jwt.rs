@@ -9,7 +9,8 @@
 //! - The algorithm is pinned to the key: the JWK's `alg` when it has one, else the
 //!   algorithms of its key type. Symmetric (`oct`) keys in a JWKS are ignored, so an
 //!   `HS256` token "signed" with a public key, or an `alg: none` token, never verifies.
-//! - `iss`, `aud`, `exp` and `nbf` are checked with a small leeway; `sub` is required.
+//! - `iss` must be one string equal to the configured issuer (not an array holding
+//!   it); `aud`, `exp` and `nbf` are checked with a small leeway; `sub` is required.
 //! - A validated token's identity is cached until the token expires, so a repeated
 //!   token costs a hash lookup instead of a signature check.
 
@@ -306,6 +307,11 @@ impl JwtValidator {
                 })
             })?;
         let claims = data.claims;
+        // jsonwebtoken accepts an `iss` array holding the issuer; an identity has
+        // one issuer (its required `sub` is already a string).
+        if claims.get("iss").and_then(Value::as_str) != Some(self.settings.issuer.as_str()) {
+            return Err(JwtError::Invalid("wrong issuer"));
+        }
         let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
         let nbf = claims.get("nbf").and_then(Value::as_u64).unwrap_or(0);
         let identity = Arc::new(self.identity(claims));

@@ -213,6 +213,16 @@ where
                 Authenticator::Anonymous => anonymous(),
                 #[cfg(feature = "jwt")]
                 Authenticator::Jwt(validator) => {
+                    // Mounted without the header layer, the same refusal it makes:
+                    // which of two tokens was checked would be anyone's guess.
+                    if crate::headers::ambiguous_authorization(&parts.headers) {
+                        return Ok(jsonrpc::error_response(
+                            StatusCode::BAD_REQUEST,
+                            None,
+                            jsonrpc::INVALID_REQUEST,
+                            "more than one Authorization header",
+                        ));
+                    }
                     let token = bearer(&parts.headers);
                     let result = match token {
                         Some(token) => validator.validate(token).await,
@@ -257,6 +267,27 @@ mod tests {
             metadata_url("http://127.0.0.1:4483/"),
             "http://127.0.0.1:4483/.well-known/oauth-protected-resource"
         );
+    }
+
+    #[tokio::test]
+    async fn two_authorization_headers_are_refused_when_mounted_alone() {
+        use tower::ServiceExt;
+        let validator = JwtValidator::with_keys(
+            JwtSettings::new("https://idp", "vmcp"),
+            &jsonwebtoken::jwk::JwkSet { keys: Vec::new() },
+        );
+        let service = AuthLayer::jwt(Arc::new(validator), None).layer(tower::service_fn(
+            |_req: Request<Body>| async {
+                Ok::<_, std::convert::Infallible>(Response::new(Body::empty()))
+            },
+        ));
+        let request = Request::post("/mcp")
+            .header(header::AUTHORIZATION, "Bearer a")
+            .header(header::AUTHORIZATION, "Bearer b")
+            .body(Body::empty())
+            .unwrap();
+        let response = service.oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     }
 
     #[test]

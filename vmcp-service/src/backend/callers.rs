@@ -51,15 +51,24 @@ impl Caller {
         request: &HeaderMap,
         allowed: &[HeaderName],
     ) -> Self {
+        // Length-prefixed: no issuer/subject split reads as another, and no
+        // authenticated caller reads as "anonymous".
         let identity = match identity {
-            Some(i) if !i.is_anonymous() => {
-                format!("{}\0{}", i.issuer.as_deref().unwrap_or_default(), i.subject)
-            }
+            Some(i) if !i.is_anonymous() => match &i.issuer {
+                Some(issuer) => format!("{}:{issuer}{}", issuer.len(), i.subject),
+                None => format!("-:{}", i.subject),
+            },
             _ => "anonymous".to_owned(),
         };
         let mut passthrough = HeaderMap::new();
         for name in allowed {
-            for value in request.get_all(name) {
+            let values = request.get_all(name);
+            // Never an ambiguous credential: which of two tokens the door checked
+            // and which one the backend would take need not be the same.
+            if name == http::header::AUTHORIZATION && values.iter().nth(1).is_some() {
+                continue;
+            }
+            for value in values {
                 passthrough.append(name.clone(), value.clone());
             }
         }
@@ -81,14 +90,18 @@ impl Caller {
     }
 
     /// The credential part of the pool key: the identity plus the passed-through
-    /// values.
-    fn key(&self) -> String {
-        let mut key = self.identity.to_string();
+    /// names and values, each length-prefixed so that no two callers share a key
+    /// (a subject may hold any character, a header value any byte).
+    fn key(&self) -> Vec<u8> {
+        let mut key = Vec::new();
+        let mut part = |bytes: &[u8]| {
+            key.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+            key.extend_from_slice(bytes);
+        };
+        part(self.identity.as_bytes());
         for (name, value) in &self.passthrough {
-            key.push('\0');
-            key.push_str(name.as_str());
-            key.push('=');
-            key.push_str(&String::from_utf8_lossy(value.as_bytes()));
+            part(name.as_str().as_bytes());
+            part(value.as_bytes());
         }
         key
     }
@@ -123,7 +136,7 @@ pub(crate) struct CallerPool {
     http: HttpFactory,
     health: HealthSettings,
     settings: CallerConnectionsConfig,
-    entries: Mutex<HashMap<(String, ClientCaps), Entry>>,
+    entries: Mutex<HashMap<(Vec<u8>, ClientCaps), Entry>>,
     opened: std::sync::atomic::AtomicU64,
     /// Per-caller connections report nothing upward: the shared connection owns
     /// the backend's events.
@@ -188,7 +201,7 @@ impl CallerPool {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, ClientCaps), Entry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(Vec<u8>, ClientCaps), Entry>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -198,7 +211,7 @@ impl CallerPool {
             if self.per_caller {
                 caller.key()
             } else {
-                String::new()
+                Vec::new()
             },
             caps,
         );
@@ -330,6 +343,55 @@ mod tests {
             subject: None,
             passthrough: HeaderMap::new(),
         }
+    }
+
+    #[test]
+    fn keys_are_injective() {
+        use vmcp_layers::context::Identity;
+        let who = |issuer: Option<&str>, subject: &str, headers: &[(&str, &str)]| {
+            let mut identity = Identity::anonymous();
+            identity.issuer = issuer.map(str::to_owned);
+            identity.subject = subject.to_owned();
+            let mut request = HeaderMap::new();
+            let mut allowed = Vec::new();
+            for (name, value) in headers {
+                let name = HeaderName::from_bytes(name.as_bytes()).unwrap();
+                request.append(name.clone(), value.parse().unwrap());
+                allowed.push(name);
+            }
+            Caller::new(Some(&identity), None, &request, &allowed).key()
+        };
+        let keys = [
+            // A subject holding the old separator and a header's rendering.
+            who(Some("https://idp"), "alice", &[("x-tenant", "acme")]),
+            who(Some("https://idp"), "alice\0x-tenant=acme", &[]),
+            who(Some("https://idp\0alice"), "", &[]),
+            who(Some("https://idp"), "\0alice", &[]),
+            who(None, "alice", &[]),
+            who(Some(""), "alice", &[]),
+            who(Some("https://idp"), "anonymous", &[]),
+            Caller::gateway().key(),
+        ];
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn two_authorization_values_pass_neither() {
+        let mut request = HeaderMap::new();
+        request.append(
+            http::header::AUTHORIZATION,
+            "Bearer checked".parse().unwrap(),
+        );
+        let allowed = [http::header::AUTHORIZATION];
+        let one = Caller::new(None, None, &request, &allowed);
+        assert_eq!(one.passthrough.len(), 1);
+        request.append(http::header::AUTHORIZATION, "Bearer other".parse().unwrap());
+        let two = Caller::new(None, None, &request, &allowed);
+        assert!(two.passthrough.is_empty(), "{:?}", two.passthrough);
     }
 
     #[tokio::test]

@@ -81,10 +81,16 @@ pub(crate) struct HttpFactory {
 }
 
 impl HttpFactory {
-    /// A client sending `extra` (and the static headers) on every request.
+    /// A client sending `extra` (and the static headers) on every request. A static
+    /// header (the strategy's `header_injection`) wins over a caller's value of the
+    /// same name: a passed-through header never replaces the operator's secret.
     pub(crate) fn build(&self, extra: &HeaderMap) -> BackendHttp {
         let mut headers = self.headers.clone();
         for (name, value) in extra {
+            if self.headers.contains_key(name) {
+                tracing::debug!(header = %name, "a passed-through header is set by the backend's strategy; the strategy's value is sent");
+                continue;
+            }
             let mut value = value.clone();
             value.set_sensitive(true);
             headers.insert(name.clone(), value);

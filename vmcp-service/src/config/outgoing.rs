@@ -307,7 +307,47 @@ impl OutgoingAuthConfig {
     }
 }
 
+impl OutgoingAuthConfig {
+    /// Refuse a `passthroughHeaders` entry that a strategy (`default` or a backend's)
+    /// sets: a backend's credentials come from its strategy, never from the caller.
+    pub fn validate_passthrough(&self, names: &[String], errors: &mut Vec<String>) {
+        let strategies = self
+            .default
+            .iter()
+            .map(|s| ("outgoingAuth.default".to_owned(), s))
+            .chain(
+                self.backends
+                    .iter()
+                    .map(|(name, s)| (format!("outgoingAuth.backends.{name}"), s)),
+            );
+        for (field, strategy) in strategies {
+            for (i, name) in names.iter().enumerate() {
+                if let Ok(header) = HeaderName::from_bytes(name.as_bytes())
+                    && strategy.sets_header(&header)
+                {
+                    errors.push(format!(
+                        "passthroughHeaders[{i}]: {name:?} is set by {field} ({}); a caller's value may not replace it",
+                        strategy.kind
+                    ));
+                }
+            }
+        }
+    }
+}
+
 impl BackendAuthConfig {
+    /// Whether this strategy sets header `name` on the backend's requests.
+    pub fn sets_header(&self, name: &HeaderName) -> bool {
+        match self.kind.as_str() {
+            "token_exchange" => name == http::header::AUTHORIZATION,
+            "header_injection" => self
+                .header_injection
+                .as_ref()
+                .is_some_and(|h| h.header_name.eq_ignore_ascii_case(name.as_str())),
+            _ => false,
+        }
+    }
+
     fn validate(&self, field: &str, errors: &mut Vec<String>) {
         match self.kind.as_str() {
             "unauthenticated" => {}
@@ -510,6 +550,32 @@ mod tests {
         let mut errors = Vec::new();
         validate_passthrough(&names[..1], false, &mut errors);
         validate_passthrough(&names[3..4], true, &mut errors);
+        assert!(errors.is_empty(), "{errors:?}");
+    }
+
+    #[test]
+    fn a_passthrough_header_a_strategy_sets_is_refused() {
+        let mut config = OutgoingAuthConfig {
+            default: Some(BackendAuthConfig {
+                kind: "token_exchange".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        config
+            .backends
+            .insert("a".into(), injection("X-Api-Key", Some("s3cr3t"), None));
+        let names: Vec<String> = ["X-Tenant", "AUTHORIZATION", "x-api-key"]
+            .map(String::from)
+            .into();
+        let mut errors = Vec::new();
+        config.validate_passthrough(&names, &mut errors);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].starts_with("passthroughHeaders[1]: \"AUTHORIZATION\" is set by outgoingAuth.default (token_exchange)"), "{errors:?}");
+        assert!(errors[1].starts_with("passthroughHeaders[2]: \"x-api-key\" is set by outgoingAuth.backends.a (header_injection)"), "{errors:?}");
+        assert!(!errors.join("\n").contains("s3cr3t"));
+        let mut errors = Vec::new();
+        config.validate_passthrough(&names[..1], &mut errors);
         assert!(errors.is_empty(), "{errors:?}");
     }
 

@@ -243,6 +243,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(outgoing) = &config.outgoing_auth {
         let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
         outgoing.validate(&backends, &mut errors);
+        outgoing.validate_passthrough(&config.passthrough_headers, &mut errors);
     }
     if let Some(telemetry) = &config.telemetry {
         telemetry.validate(&mut errors);

@@ -478,17 +478,11 @@ impl Parking<'_> {
     }
 }
 
-/// The caller a parked call belongs to, as sealed: issuer and subject, or one marker
-/// for every anonymous caller.
+/// The caller a parked call belongs to, as sealed ([`crate::seal::caller_of`]).
 fn caller_bytes(ctx: &RequestContext<RoleServer>) -> Vec<u8> {
-    match super::admission::extension::<Arc<vmcp_layers::Identity>>(ctx)
-        .filter(|i| !i.is_anonymous())
-    {
-        Some(i) => {
-            format!("{}\0{}", i.issuer.as_deref().unwrap_or_default(), i.subject).into_bytes()
-        }
-        None => b"\0anonymous".to_vec(),
-    }
+    crate::seal::caller_of(
+        super::admission::extension::<Arc<vmcp_layers::Identity>>(ctx).map(|i| &**i),
+    )
 }
 
 #[cfg(test)]

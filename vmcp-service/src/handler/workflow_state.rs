@@ -23,29 +23,12 @@ use crate::composite::{Elicited, Workflow};
 /// base64 and the seal's framing add a third.
 const MAX_STATE_BYTES: usize = 47 * 1024;
 
-/// The caller a state is sealed for: issuer and subject of an authenticated caller,
-/// one marker for every anonymous one (the tag byte keeps the two apart).
+/// The caller a state is sealed for ([`crate::seal::caller_of`]).
 pub(super) struct StateCaller(Vec<u8>);
 
 impl StateCaller {
     pub(super) fn of(identity: Option<&Identity>) -> Self {
-        let mut bytes = Vec::new();
-        match identity {
-            Some(Identity {
-                issuer: Some(issuer),
-                subject,
-                ..
-            }) => {
-                // Length-prefixed, so no issuer/subject split collides with another.
-                bytes.push(b't');
-                let len = u32::try_from(issuer.len()).unwrap_or(u32::MAX);
-                bytes.extend_from_slice(&len.to_be_bytes());
-                bytes.extend_from_slice(issuer.as_bytes());
-                bytes.extend_from_slice(subject.as_bytes());
-            }
-            _ => bytes.push(b'a'),
-        }
-        Self(bytes)
+        Self(crate::seal::caller_of(identity))
     }
 }
 
@@ -150,37 +133,5 @@ impl VmcpHandler {
         };
         let token = self.sealer.seal(PURPOSE, &caller.0, paused.ttl, &payload);
         CallToolResponse::InputRequired(InputRequiredResult::new(Some(requests), Some(token)))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn identity(issuer: Option<&str>, subject: &str) -> Identity {
-        let mut identity = Identity::anonymous();
-        identity.issuer = issuer.map(str::to_owned);
-        identity.subject = subject.to_owned();
-        identity
-    }
-
-    #[test]
-    fn callers_are_told_apart() {
-        let of = |i: Option<Identity>| StateCaller::of(i.as_ref()).0;
-        let callers = [
-            of(Some(identity(Some("https://idp"), "alice"))),
-            of(Some(identity(Some("https://idp"), "bob"))),
-            of(Some(identity(Some("https://other"), "alice"))),
-            of(Some(identity(Some("https://idpa"), "lice"))),
-            of(Some(identity(Some(""), "anonymous"))),
-            of(None),
-        ];
-        for (i, a) in callers.iter().enumerate() {
-            for b in &callers[i + 1..] {
-                assert_ne!(a, b);
-            }
-        }
-        // Every unauthenticated caller is the same one.
-        assert_eq!(of(Some(Identity::anonymous())), of(None));
     }
 }
