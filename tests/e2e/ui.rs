@@ -98,12 +98,23 @@ async fn the_status_page_shows_the_embedded_default_and_updates_live_in_chromium
         "tool <code>echo</code> is offered by <code>alpha</code>, <code>beta</code>",
         "2026-07-28",
         "streamable-http",
+        // The composite tool is a row too (issue 23 item 10), with its steps.
+        "data-tool=\"shout\" data-composite=\"true\"",
+        "alpha_echo → beta.upper",
     ] {
         assert!(
             main.contains(expected),
             "missing {expected:?} in the rendered page:\n{main}"
         );
     }
+    // Every advertised tool has its row: the count above the table is the rows'.
+    let advertised = loaded["advertised"].as_str().unwrap_or_default();
+    assert_eq!(
+        advertised,
+        loaded["toolRows"].to_string(),
+        "tools advertised vs rows: {loaded}"
+    );
+    assert_eq!(advertised, "5", "{loaded}");
 
     // Stop beta: the page must show it unhealthy by itself (no reload).
     demo.backends[1].stop();
