@@ -54,6 +54,27 @@ async fn get(url: &str, token: Option<&str>, host: Option<&str>) -> (u16, String
     (status, body)
 }
 
+/// The first server-sent event of a stream (bounded).
+async fn first_event(url: &str, token: &str) -> String {
+    let mut response = reqwest::Client::new()
+        .get(url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("GET");
+    assert_eq!(response.status(), 200, "{url}");
+    let mut text = String::new();
+    while !text.contains("\n\n") {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), response.chunk())
+            .await
+            .expect("an event within 10s")
+            .expect("read the stream")
+            .expect("the stream stays open");
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    text
+}
+
 fn yaml(backend: &str, issuer: &str, extra: &str) -> String {
     format!(
         "backends: [{{name: gh, url: '{backend}'}}]\nincomingAuth:\n  type: oidc\n  oidc: {{issuer: '{issuer}', audience: vmcp}}\nui: {{enabled: true}}\n{extra}"
@@ -177,4 +198,195 @@ async fn notifications_initialized_is_audited_as_a_success() {
     for line in initialized {
         assert_eq!(line["outcome"], "success", "{line}");
     }
+}
+
+/// Two backends, `gh` (echo, add, and a prompt) and `vault` (read_secret and a
+/// resource); alice may call `gh_echo` only, an operator (`roles: [ops]`) anything.
+async fn two_backends_under_cedar(
+    idp: &Idp,
+    extra: &str,
+) -> (
+    Served,
+    vmcp_examples::demo::RunningDemo,
+    vmcp_examples::demo::RunningDemo,
+) {
+    let mut gh_spec = DemoSpec::new("gh", &["echo", "add"]);
+    gh_spec.prompts = vec!["triage".into()];
+    let gh = spawn(gh_spec, 0).await.unwrap();
+    let mut vault_spec = DemoSpec::new("vault", &["read_secret"]);
+    vault_spec.resources = vec!["vault://keys/root".into()];
+    let vault = spawn(vault_spec, 0).await.unwrap();
+    let served = serve(&format!(
+        r#"
+name: eng
+backends: [{{name: gh, url: '{}'}}, {{name: vault, url: '{}'}}]
+incomingAuth:
+  type: oidc
+  oidc: {{issuer: '{}', audience: vmcp}}
+  authz:
+    type: cedar
+    policies:
+      - 'permit(principal, action == Action::"call_tool", resource == Tool::"gh_echo");'
+      - 'permit(principal in THVGroup::"ops", action, resource);'
+ui: {{enabled: true}}
+status:
+  operators: {{claim: roles, values: [ops]}}
+{extra}"#,
+        gh.url(),
+        vault.url(),
+        idp.issuer
+    ))
+    .await;
+    (served, gh, vault)
+}
+
+/// Issue 31 item 8: `/status`, `/ui` and `/ui/events` show a caller who is not an
+/// operator only what its own lists show; an operator sees the whole gateway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_ui_show_a_caller_only_its_own_view() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let (served, _gh, _vault) = two_backends_under_cedar(&idp, "").await;
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let operator = key.sign(&idp.claims(
+        "olga",
+        json!({"roles": ["viewer", "ops"], "groups": ["ops"]}),
+    ));
+
+    // What alice's own list shows: one tool of gh, nothing of vault.
+    let mcp = format!("{}/mcp", served.base);
+    let list = vmcp_tests::stacked::modern_as(&mcp, Some(&alice), "tools/list", json!({})).await;
+    assert_eq!(vmcp_tests::stacked::tool_names(&list), ["gh_echo"]);
+
+    let (status, body) = get(&format!("{}/status", served.base), Some(&alice), None).await;
+    assert_eq!(status, 200, "{body}");
+    let document: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    let names: Vec<&str> = document["backends"]
+        .as_array()
+        .expect("backends")
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    assert_eq!(names, ["gh"], "alice sees the backend serving her: {body}");
+    let page = get(&format!("{}/ui", served.base), Some(&alice), None).await;
+    let event = first_event(&format!("{}/ui/events", served.base), &alice).await;
+    for (path, (status, body)) in [("/ui", page), ("/ui/events", (200, event))] {
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(body.contains("data-tool=\"gh_echo\""), "{path}: {body}");
+        for hidden in ["vault", "gh_add", "read_secret", "triage", "keys/root"] {
+            assert!(
+                !body.contains(hidden),
+                "{path} shows {hidden:?} to alice, whose lists do not: {body}"
+            );
+        }
+        assert!(
+            body.contains("id=\"view\""),
+            "{path} says it is a filtered view"
+        );
+    }
+
+    // The operator: everything.
+    let (status, body) = get(&format!("{}/status", served.base), Some(&operator), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"vault\""), "{body}");
+    let (status, body) = get(&format!("{}/ui", served.base), Some(&operator), None).await;
+    assert_eq!(status, 200, "{body}");
+    for shown in [
+        "data-tool=\"gh_add\"",
+        "data-tool=\"vault_read_secret\"",
+        "data-backend=\"vault\"",
+        "vault://keys/root",
+        "triage",
+    ] {
+        assert!(body.contains(shown), "the operator sees {shown:?}: {body}");
+    }
+    assert!(!body.contains("id=\"view\""), "{body}");
+}
+
+/// Issue 31 item 7: `/metrics` is guarded like `/status` (Host, token, operators)
+/// and its method label takes known MCP methods only, so a client sending
+/// thousands of invented method names adds one series, not thousands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_guarded_and_their_labels_bounded() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let (served, _gh, _vault) =
+        two_backends_under_cedar(&idp, "telemetry: {enablePrometheusMetricsPath: true}\n").await;
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let operator = key.sign(&idp.claims("olga", json!({"roles": ["ops"], "groups": ["ops"]})));
+    let metrics = format!("{}/metrics", served.base);
+
+    let mcp = format!("{}/mcp", served.base);
+    let padding = "m".repeat(2048);
+    for i in 0..300 {
+        let method = format!("junk/{i}/{padding}");
+        let reply = vmcp_tests::stacked::modern_as(&mcp, Some(&alice), &method, json!({})).await;
+        assert_ne!(reply.status, 500, "{method}: {}", reply.raw);
+    }
+    // A tool that does not exist: its name is no label either.
+    let reply = vmcp_tests::stacked::modern_as(
+        &mcp,
+        Some(&operator),
+        "tools/call",
+        json!({"name": "gh_no_such_tool_4711", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", reply.raw);
+
+    let (status, body) = get(&metrics, None, None).await;
+    assert_eq!(status, 401, "/metrics without a token: {body}");
+    let (status, body) = get(&metrics, Some(&alice), None).await;
+    assert_eq!(
+        status, 403,
+        "/metrics for a caller who is no operator: {body}"
+    );
+    assert!(!body.contains("vault"), "{body}");
+    assert_eq!(
+        get(&metrics, Some(&operator), Some("evil.example")).await.0,
+        403,
+        "/metrics for a foreign Host"
+    );
+    let (status, body) = get(&metrics, Some(&operator), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("vmcp_requests_total{mcp_method=\"other\"} 300"),
+        "the invented methods share one series: {body}"
+    );
+    assert!(
+        body.contains("vmcp_requests_total{mcp_method=\"tools/call\"}"),
+        "{body}"
+    );
+    for leaked in ["junk/", "gh_no_such_tool_4711"] {
+        assert!(!body.contains(leaked), "{leaked:?} in /metrics");
+    }
+    assert!(
+        body.len() < 64 * 1024,
+        "/metrics stays small: {} bytes",
+        body.len()
+    );
+}
+
+/// `status.requireAuth: false` opens `/metrics` as it opens `/status` (the Host
+/// check stays).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_follow_require_auth() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let gh = spawn(DemoSpec::new("gh", &["echo"]), 0).await.unwrap();
+    let served = serve(&yaml(
+        &gh.url(),
+        &idp.issuer,
+        "status: {requireAuth: false}\ntelemetry: {enablePrometheusMetricsPath: true}\n",
+    ))
+    .await;
+    let metrics = format!("{}/metrics", served.base);
+    assert_eq!(get(&metrics, None, None).await.0, 200);
+    assert_eq!(get(&metrics, None, Some("evil.example")).await.0, 403);
+    // Operators without the token to read them from are refused.
+    let refused = vmcp_service::config::load_str(&format!(
+        "backends: [{{name: gh, url: '{}'}}]\nstatus: {{operators: {{claim: roles, values: [ops]}}}}\n",
+        gh.url()
+    ));
+    let error = refused.expect_err("operators without oidc").to_string();
+    assert!(error.contains("status.operators"), "{error}");
 }

@@ -71,7 +71,7 @@ use crate::headers::HeaderValidationLayer;
 use crate::parse::McpParseLayer;
 use crate::recovery::RecoveryLayer;
 #[cfg(feature = "otel")]
-use crate::telemetry::Telemetry;
+use crate::telemetry::{MetricsAccess, Telemetry};
 
 /// The MCP service type inside the parsing step.
 pub type InnerService = BoxCloneSyncService<Request<Full<Bytes>>, Response<Body>, Infallible>;
@@ -92,6 +92,8 @@ pub struct StackBuilder {
     authorizer: Option<Arc<CedarAuthorizer>>,
     #[cfg(feature = "otel")]
     telemetry: Option<Arc<Telemetry>>,
+    #[cfg(feature = "otel")]
+    metrics_access: MetricsAccess,
 }
 
 impl std::fmt::Debug for StackBuilder {
@@ -126,6 +128,8 @@ impl StackBuilder {
             authorizer: None,
             #[cfg(feature = "otel")]
             telemetry: None,
+            #[cfg(feature = "otel")]
+            metrics_access: MetricsAccess::default(),
         }
     }
 
@@ -192,6 +196,13 @@ impl StackBuilder {
     /// Record telemetry into `telemetry`.
     pub fn telemetry(mut self, telemetry: Arc<Telemetry>) -> Self {
         self.telemetry = Some(telemetry);
+        self
+    }
+
+    #[cfg(feature = "otel")]
+    /// Who may read `/metrics` (default: what `/mcp` authenticates).
+    pub fn metrics_access(mut self, access: MetricsAccess) -> Self {
+        self.metrics_access = access;
         self
     }
 
@@ -265,7 +276,12 @@ impl StackBuilder {
         if let Some(telemetry) = &self.telemetry
             && telemetry.prometheus_text().is_some()
         {
-            routes = routes.route("/metrics", metrics_route(telemetry.clone()));
+            routes = routes.merge(crate::telemetry::exposition::router(
+                telemetry.clone(),
+                &self.metrics_access,
+                &self.auth,
+                self.headers.clone(),
+            ));
         }
         VmcpStackLayer {
             inner: Arc::new(Layers {
@@ -322,22 +338,6 @@ fn host_checked(routes: axum::Router, headers: HeaderValidationLayer) -> axum::R
             }
         },
     ))
-}
-
-#[cfg(feature = "otel")]
-fn metrics_route(telemetry: Arc<Telemetry>) -> axum::routing::MethodRouter {
-    axum::routing::get(move || {
-        let text = telemetry.prometheus_text().unwrap_or_default();
-        async move {
-            (
-                [(
-                    http::header::CONTENT_TYPE,
-                    "text/plain; version=0.0.4; charset=utf-8",
-                )],
-                text,
-            )
-        }
-    })
 }
 
 struct Layers {

@@ -57,6 +57,7 @@ mod session_binding;
 mod session_lifetime;
 mod sessions;
 pub mod status;
+mod status_view;
 mod templates;
 pub mod ui;
 mod visibility;

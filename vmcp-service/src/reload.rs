@@ -66,6 +66,7 @@ pub(crate) fn build(
         config.name.as_deref(),
     )?
     .headers(headers)
+    .metrics_access(config.metrics_access())
     .provider(Arc::new(CatalogProvider(aggregator.clone())));
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);

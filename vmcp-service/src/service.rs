@@ -196,6 +196,7 @@ impl Vmcp {
             })
         });
         let guard = crate::status::Guard {
+            scope: Arc::new(crate::status_view::Scope::new(self.aggregator.clone())),
             hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             auth,
         };
@@ -346,6 +347,7 @@ impl Vmcp {
             config.name.as_deref(),
         )?
         .headers(headers)
+        .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
         Ok(builder.build(self.service_with(http)))
     }

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregator::Aggregator;
 use crate::backend::BackendEventKind;
 use crate::backend::{CircuitState, HealthStatus};
+use crate::status_view::{Scope, View, Viewer};
 
 /// The overall phase of the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,6 +82,17 @@ pub struct Status {
 }
 
 impl Status {
+    /// The status as `view` shows it: only the backends it shows (the phase is the
+    /// gateway's, as on the open `/readyz`).
+    pub(crate) fn seen_by(aggregator: &Aggregator, view: &View) -> Self {
+        let mut status = Self::of(aggregator);
+        if let Some(shown) = view.backends(&aggregator.catalog()) {
+            status.backends.retain(|b| shown.contains(b.name.as_str()));
+            status.healthy = status.backends.iter().any(|b| b.health.advertisable());
+        }
+        status
+    }
+
     /// The current status of `aggregator`'s backends.
     pub fn of(aggregator: &Aggregator) -> Self {
         let ready = *aggregator.ready().borrow();
@@ -216,8 +228,11 @@ async fn readyz(State(aggregator): State<Arc<Aggregator>>) -> Response {
     })
 }
 
-async fn status(State(aggregator): State<Arc<Aggregator>>) -> Response {
-    no_store(Json(Status::of(&aggregator)).into_response())
+async fn status(
+    State(aggregator): State<Arc<Aggregator>>,
+    viewer: axum::Extension<Viewer>,
+) -> Response {
+    no_store(Json(Status::seen_by(&aggregator, &viewer.view())).into_response())
 }
 
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
@@ -235,8 +250,11 @@ pub(crate) fn router(aggregator: Arc<Aggregator>, guard: &Guard) -> axum::Router
 
 /// What the routes naming backends (`/status`, `/ui`, `/ui/events`) check: the
 /// `Host` (403), then, when `status.requireAuth`, the `/mcp` bearer token (401).
+/// Each request then carries its [`Viewer`]: what that caller may see.
 #[derive(Clone)]
 pub(crate) struct Guard {
+    /// Decides each caller's view.
+    pub(crate) scope: Arc<Scope>,
     /// Allowed `Host` names besides loopback (lower-case, no port).
     pub(crate) hosts: Arc<[String]>,
     /// The authentication required, if any; `Err` when it could not be built (then
@@ -250,6 +268,20 @@ impl Guard {
         &self,
         router: axum::Router<S>,
     ) -> axum::Router<S> {
+        let scope = self.scope.clone();
+        let router = router.route_layer(axum::middleware::from_fn(
+            move |mut request: axum::extract::Request, next: axum::middleware::Next| {
+                let identity = request
+                    .extensions()
+                    .get::<Arc<vmcp_layers::context::Identity>>()
+                    .cloned();
+                request.extensions_mut().insert(Viewer {
+                    scope: scope.clone(),
+                    identity,
+                });
+                next.run(request)
+            },
+        ));
         let router = match &self.auth {
             None => router,
             Some(Ok(auth)) => router.route_layer(auth.clone()),

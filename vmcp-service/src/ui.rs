@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregator::Aggregator;
 use crate::status::Status;
+use crate::status_view::{View, Viewer};
 
 const TEMPLATE: &str = include_str!("ui.html");
 /// Re-render at least this often (last-check times), sending only on a difference.
@@ -67,14 +68,21 @@ fn secure(mut response: Response, csp: &str) -> Response {
     response
 }
 
-async fn page(State(ui): State<Ui>) -> Response {
+/// The caller's view: the guard puts a [`Viewer`] on every request it lets through;
+/// mounted without one (an embedder's own router) the page shows everything.
+fn view_of(viewer: Option<&Viewer>) -> View {
+    viewer.map_or(View::Full, Viewer::view)
+}
+
+async fn page(State(ui): State<Ui>, viewer: Option<axum::Extension<Viewer>>) -> Response {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     // The nonce goes in before the rendered content, so nothing a backend sends can
     // carry it.
-    let html =
-        TEMPLATE
-            .replace("{{nonce}}", &nonce)
-            .replacen("{{main}}", &render(&ui.aggregator), 1);
+    let html = TEMPLATE.replace("{{nonce}}", &nonce).replacen(
+        "{{main}}",
+        &render_for(&ui.aggregator, &view_of(viewer.as_deref())),
+        1,
+    );
     let csp = format!(
         "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; \
          connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
@@ -83,15 +91,17 @@ async fn page(State(ui): State<Ui>) -> Response {
     secure(Html(html).into_response(), &csp)
 }
 
-async fn events(State(ui): State<Ui>) -> Response {
-    let stream = Sse::new(updates(ui)).keep_alive(KeepAlive::default());
+async fn events(State(ui): State<Ui>, viewer: Option<axum::Extension<Viewer>>) -> Response {
+    let viewer = viewer.map(|v| v.0);
+    let stream = Sse::new(updates(ui, viewer)).keep_alive(KeepAlive::default());
     secure(stream.into_response(), "default-src 'none'")
 }
 
 /// The rendered `<main>` now, then again whenever it changed.
-fn updates(ui: Ui) -> impl Stream<Item = Result<Event, Infallible>> {
+fn updates(ui: Ui, viewer: Option<Viewer>) -> impl Stream<Item = Result<Event, Infallible>> {
     struct Watch {
         ui: Ui,
+        viewer: Option<Viewer>,
         events: tokio::sync::broadcast::Receiver<crate::backend::BackendEvent>,
         catalog: tokio::sync::broadcast::Receiver<crate::aggregator::CatalogChange>,
         backends: tokio::sync::watch::Receiver<u64>,
@@ -106,6 +116,7 @@ fn updates(ui: Ui) -> impl Stream<Item = Result<Event, Infallible>> {
         catalog: ui.aggregator.changes(),
         backends: registry.changes(),
         ui,
+        viewer,
         tick,
         last: None,
     };
@@ -123,7 +134,8 @@ fn updates(ui: Ui) -> impl Stream<Item = Result<Event, Infallible>> {
                     return None;
                 }
             }
-            let html = render(&w.ui.aggregator);
+            // The view is decided again each time: a reload may change the policies.
+            let html = render_for(&w.ui.aggregator, &view_of(w.viewer.as_ref()));
             if w.last.as_deref() != Some(html.as_str()) {
                 w.last = Some(html.clone());
                 return Some((Ok(Event::default().data(html)), w));
@@ -173,9 +185,16 @@ fn badge(out: &mut String, value: &str) {
     let _ = write!(out, "<span class=\"badge {value}\">{value}</span>");
 }
 
-/// The page's `<main>`: summary, backends, conflicts, tools, prompts, resources.
+/// The page's `<main>` as an operator sees it: summary, backends, conflicts, tools
+/// (composite tools too), prompts, resources.
 pub fn render(aggregator: &Aggregator) -> String {
-    let status = Status::of(aggregator);
+    render_for(aggregator, &View::Full)
+}
+
+/// The page's `<main>` as `view` shows it: a caller who is not an operator sees
+/// only what its own lists show, and the backends serving that.
+pub(crate) fn render_for(aggregator: &Aggregator, view: &View) -> String {
+    let status = Status::seen_by(aggregator, view);
     let catalog = aggregator.catalog();
     let config = aggregator.config();
     let mut out = String::with_capacity(8 * 1024);
@@ -185,24 +204,48 @@ pub fn render(aggregator: &Aggregator) -> String {
         .iter()
         .filter(|b| b.health.advertisable())
         .count();
-    let hidden = catalog
+    let entries: Vec<_> = catalog
         .tool_entries()
         .iter()
-        .filter(|t| !t.advertised)
-        .count();
+        .filter(|e| view.tool(&catalog, &e.tool, e.advertised))
+        .collect();
+    let composites: Vec<_> = catalog
+        .tools()
+        .iter()
+        .filter(|t| catalog.local_tool(&t.name).is_some() && view.tool(&catalog, t, true))
+        .collect();
+    let prompts: Vec<_> = catalog
+        .prompts()
+        .iter()
+        .filter(|p| view.prompt(&catalog, p))
+        .collect();
+    let resources: Vec<_> = catalog
+        .resources()
+        .iter()
+        .filter(|r| view.resource(&catalog, r))
+        .collect();
+    let templates: Vec<_> = catalog
+        .templates()
+        .iter()
+        .filter(|t| view.template(&catalog, t))
+        .collect();
+    let hidden = entries.iter().filter(|t| !t.advertised).count();
+    let advertised = entries.iter().filter(|t| t.advertised).count() + composites.len();
     out.push_str("<section class=\"summary\">");
     let phase = wire_name(status.phase).to_lowercase();
     let _ = write!(out, "<div>phase <b>");
     badge(&mut out, &phase);
     let _ = write!(
         out,
-        "</b></div><div>backends up <b id=\"up\">{up} / {}</b></div><div>tools advertised <b>{}</b></div><div>prompts <b>{}</b></div><div>resources <b>{}</b></div><div>version <b>{}</b></div>",
+        "</b></div><div>backends up <b id=\"up\">{up} / {}</b></div><div>tools advertised <b id=\"advertised\">{advertised}</b></div><div>prompts <b>{}</b></div><div>resources <b>{}</b></div><div>version <b>{}</b></div>",
         status.backends.len(),
-        catalog.tools().len(),
-        catalog.prompts().len(),
-        catalog.resources().len() + catalog.templates().len(),
+        prompts.len(),
+        resources.len() + templates.len(),
         escape(status.version),
     );
+    if !view.is_full() {
+        out.push_str("<div id=\"view\" class=\"note\">your view: what your token may list</div>");
+    }
     if let Some(name) = config.name.as_deref().or(status.group_ref.as_deref()) {
         let _ = write!(out, "<div>server <b>{}</b></div>", escape(name));
     }
@@ -263,13 +306,18 @@ pub fn render(aggregator: &Aggregator) -> String {
     // Conflicts: claims dropped unresolved, and own names several backends offer
     // (resolved by the strategy; each row below says how it was named).
     let mut offered: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for entry in catalog.tool_entries() {
+    for entry in &entries {
         offered
             .entry(entry.route.name.as_str())
             .or_default()
             .push(&entry.route.backend);
     }
-    let unresolved = aggregator.unresolved();
+    // What `manual` dropped names tools no caller may list: for operators only.
+    let unresolved = if view.is_full() {
+        aggregator.unresolved()
+    } else {
+        Vec::new()
+    };
     let shared: Vec<_> = offered
         .iter()
         .filter(|(_, owners)| owners.len() > 1)
@@ -307,7 +355,7 @@ pub fn render(aggregator: &Aggregator) -> String {
         out,
         "<h2>Tools</h2><table id=\"tools\"><thead><tr><th>Advertised name</th><th>Backend</th><th>Backend's own name</th><th>Applied</th><th>Description</th></tr></thead><tbody>"
     );
-    for entry in catalog.tool_entries() {
+    for entry in &entries {
         let backend = &*entry.route.backend;
         let own = entry.route.name.as_str();
         let mut notes = Vec::new();
@@ -338,13 +386,41 @@ pub fn render(aggregator: &Aggregator) -> String {
             description = escape(entry.tool.description.as_deref().unwrap_or("")),
         );
     }
-    let _ = write!(
-        out,
-        "</tbody></table><p class=\"note\">{hidden} hidden tool(s) stay routable internally but are not listed to clients.</p>"
-    );
+    for tool in &composites {
+        // The steps name backend tools: shown to operators only.
+        let steps = match view {
+            View::Full => config
+                .composite_tools
+                .iter()
+                .find(|c| *c.name == *tool.name)
+                .map(|c| {
+                    c.steps
+                        .iter()
+                        .map(|s| s.tool.as_deref().unwrap_or(s.id.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(" → ")
+                })
+                .unwrap_or_default(),
+            View::Caller(_) => String::new(),
+        };
+        let _ = write!(
+            out,
+            "<tr data-tool=\"{name}\" data-composite=\"true\"><td><code>{name}</code></td><td class=\"note\">composite</td><td class=\"note\">{steps}</td><td class=\"note\">composite tool (served by the gateway)</td><td>{description}</td></tr>",
+            name = escape(&tool.name),
+            steps = escape(&steps),
+            description = escape(tool.description.as_deref().unwrap_or("")),
+        );
+    }
+    out.push_str("</tbody></table>");
+    if view.is_full() {
+        let _ = write!(
+            out,
+            "<p class=\"note\">{hidden} hidden tool(s) stay routable internally but are not listed to clients.</p>"
+        );
+    }
 
     out.push_str("<h2>Prompts</h2><table id=\"prompts\"><thead><tr><th>Advertised name</th><th>Backend</th><th>Backend's own name</th></tr></thead><tbody>");
-    for prompt in catalog.prompts() {
+    for prompt in &prompts {
         if let Some(entry) = catalog.prompt(&prompt.name) {
             let _ = write!(
                 out,
@@ -358,7 +434,7 @@ pub fn render(aggregator: &Aggregator) -> String {
     out.push_str("</tbody></table>");
 
     out.push_str("<h2>Resources and templates</h2><table id=\"resources\"><thead><tr><th>URI or template</th><th>Backend</th></tr></thead><tbody>");
-    for resource in catalog.resources() {
+    for resource in &resources {
         let owner = catalog
             .resource_owner(&resource.uri)
             .map(|o| &**o)
@@ -370,7 +446,7 @@ pub fn render(aggregator: &Aggregator) -> String {
             escape(owner)
         );
     }
-    for template in catalog.templates() {
+    for template in &templates {
         let _ = write!(
             out,
             "<tr><td><code>{}</code></td><td class=\"note\">template</td></tr>",

@@ -26,11 +26,13 @@
 //! # });
 //! ```
 
+mod claim;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 #[cfg(feature = "jwt")]
 mod metadata;
 
+pub use claim::RequiredClaim;
 #[cfg(feature = "jwt")]
 pub use metadata::{ResourceMetadata, metadata_router};
 

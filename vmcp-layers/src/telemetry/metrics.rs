@@ -12,6 +12,58 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, String)>;
+
+/// The method names a metric label may carry: the MCP methods, and the HTTP methods
+/// of requests that are not JSON-RPC. The method comes from the client, and every
+/// distinct label value is a series kept for the life of the process, so anything
+/// else is counted as [`OTHER`].
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/update",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "notifications/tasks/status",
+    "http GET",
+    "http POST",
+    "http DELETE",
+    "http HEAD",
+    "http OPTIONS",
+    "http PUT",
+    "http PATCH",
+];
+
+/// The label of every method not in the known list.
+pub const OTHER: &str = "other";
+
+/// `method` as a metric label: itself when it is a known MCP method (or a known
+/// `http <METHOD>`), [`OTHER`] otherwise, so a client cannot grow the series.
+pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|known| **known == method)
+        .copied()
+        .unwrap_or(OTHER)
+}
 type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
 
 fn latency_histogram() -> Histogram {
@@ -138,10 +190,11 @@ impl Metrics {
         self.otel.is_some() || self.prom.is_some()
     }
 
-    /// One served request.
+    /// One served request. `method` is bounded by [`method_label`].
     pub fn request(&self, method: &str, elapsed: Duration, error: bool) {
+        let method = method_label(method);
         if let Some(otel) = &self.otel {
-            let attrs = [KeyValue::new("mcp.method.name", method.to_owned())];
+            let attrs = [KeyValue::new("mcp.method.name", method)];
             otel.requests.add(1, &attrs);
             otel.duration.record(elapsed.as_secs_f64(), &attrs);
             if error {
@@ -160,11 +213,13 @@ impl Metrics {
         }
     }
 
-    /// One backend call.
+    /// One backend call. `backend` is a configured name; `method` is bounded by
+    /// [`method_label`].
     pub fn backend(&self, backend: &str, method: &str, elapsed: Duration, error: bool) {
+        let method = method_label(method);
         if let Some(otel) = &self.otel {
             let attrs = [
-                KeyValue::new("mcp.method.name", method.to_owned()),
+                KeyValue::new("mcp.method.name", method),
                 KeyValue::new("vmcp.backend", backend.to_owned()),
             ];
             otel.backend_requests.add(1, &attrs);
@@ -227,5 +282,24 @@ mod tests {
             text.contains("vmcp_request_duration_seconds_count{mcp_method=\"tools/call\"} 2"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn unknown_methods_share_one_label() {
+        let metrics = Metrics::new(None, true);
+        for i in 0..100 {
+            metrics.request(&format!("x/{i}"), Duration::from_millis(1), true);
+        }
+        metrics.request("http GET", Duration::from_millis(1), false);
+        let text = metrics.prometheus_text().unwrap();
+        assert!(
+            text.contains("vmcp_requests_total{mcp_method=\"other\"} 100"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vmcp_requests_total{mcp_method=\"http GET\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("x/1"), "{text}");
     }
 }

@@ -23,6 +23,7 @@
 //! # });
 //! ```
 
+pub(crate) mod exposition;
 pub mod metrics;
 
 use std::borrow::Cow;
@@ -49,6 +50,7 @@ use crate::body::ObservedBody;
 use crate::context::{
     BackendCallScope, BackendCalls, BackendObserver, BackendTarget, CallKind, ParsedMcpRequest,
 };
+pub use exposition::MetricsAccess;
 pub use metrics::Metrics;
 
 /// What the telemetry pipeline exports. The gateway's `telemetry:` section
@@ -344,6 +346,21 @@ impl Extractor for Carrier<'_> {
     }
 }
 
+/// `http <METHOD>` for the standard methods; an extension method (any token a
+/// client sends) is `http other`.
+fn http_method(method: &http::Method) -> &'static str {
+    match *method {
+        http::Method::GET => "http GET",
+        http::Method::POST => "http POST",
+        http::Method::DELETE => "http DELETE",
+        http::Method::HEAD => "http HEAD",
+        http::Method::OPTIONS => "http OPTIONS",
+        http::Method::PUT => "http PUT",
+        http::Method::PATCH => "http PATCH",
+        _ => "http other",
+    }
+}
+
 /// The W3C `traceparent` of a span context.
 fn traceparent(cx: &opentelemetry::trace::SpanContext) -> Option<String> {
     cx.is_valid().then(|| {
@@ -437,9 +454,11 @@ where
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
         let started = Instant::now();
         let parsed = req.extensions().get::<Arc<ParsedMcpRequest>>().cloned();
+        // The span names the client's method as sent; the metrics bound it
+        // (`metrics::method_label`).
         let method: Cow<'static, str> = match &parsed {
             Some(p) => Cow::Owned(p.method.clone()),
-            None => Cow::Owned(format!("http {}", req.method())),
+            None => Cow::Borrowed(http_method(req.method())),
         };
         let mut span = None;
         let mut parent = Context::new();

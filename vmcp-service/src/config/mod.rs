@@ -40,7 +40,8 @@ pub use outgoing::{
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use sessions::{
-    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
+    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, OperatorClaim, SessionLimits, SessionsConfig,
+    StatusConfig,
 };
 pub use stack::{StackError, StackProblem, stack_builder};
 pub use stdio::{EnvValue, find_executable};
@@ -387,6 +388,17 @@ impl VmcpConfig {
     pub fn status_requires_auth(&self) -> bool {
         let oidc = self.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
         self.status.require_auth.unwrap_or(oidc)
+    }
+
+    /// Who may read `/metrics`: as the status routes (`status.requireAuth`), and
+    /// only operators when `status.operators` names them.
+    pub fn metrics_access(&self) -> vmcp_layers::telemetry::MetricsAccess {
+        use vmcp_layers::telemetry::MetricsAccess;
+        match &self.status.operators {
+            _ if !self.status_requires_auth() => MetricsAccess::Open,
+            Some(operators) => MetricsAccess::Claim(operators.required()),
+            None => MetricsAccess::Authenticated,
+        }
     }
 
     /// The page size of gateway-paginated lists.

@@ -72,15 +72,46 @@ impl SessionsConfig {
     }
 }
 
-/// `status:` — the status routes (`/status`, `/ui`, `/ui/events`).
+/// `status:` — the status routes (`/status`, `/ui`, `/ui/events`) and `/metrics`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusConfig {
-    /// Require the same bearer token as `/mcp` on `/status`, `/ui` and `/ui/events`
-    /// (401 without). Default: on when `incomingAuth.type` is `oidc`. `/health`,
-    /// `/ping` and `/readyz` stay open.
+    /// Require the same bearer token as `/mcp` on `/status`, `/ui`, `/ui/events`
+    /// and `/metrics` (401 without). Default: on when `incomingAuth.type` is `oidc`.
+    /// `/health`, `/ping` and `/readyz` stay open.
     #[serde(default)]
     pub require_auth: Option<bool>,
+    /// Who sees the whole gateway (needs `requireAuth`): callers whose token
+    /// carries this claim get the full `/status` and `/ui` and may read
+    /// `/metrics` (403 for the others). Every other caller sees on `/status` and
+    /// `/ui` only what its own `tools/list` (and the other lists) would show, and
+    /// the backends serving it. Unset: no caller is an operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operators: Option<OperatorClaim>,
+}
+
+/// `status.operators` — the claim that makes a caller an operator.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorClaim {
+    /// The claim's name, e.g. `roles`, `groups` or `scope`. A string claim must
+    /// equal one of `values` (or, space-separated like `scope`, hold one as a word);
+    /// an array claim must contain one.
+    #[serde(default)]
+    pub claim: String,
+    /// The accepted values; any one suffices.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+impl OperatorClaim {
+    /// The claim check of the layers.
+    pub fn required(&self) -> vmcp_layers::auth::RequiredClaim {
+        vmcp_layers::auth::RequiredClaim {
+            claim: self.claim.clone(),
+            values: self.values.clone(),
+        }
+    }
 }
 
 #[cfg(test)]

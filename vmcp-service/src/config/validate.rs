@@ -234,6 +234,20 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
                 .into(),
         );
     }
+    if let Some(operators) = &config.status.operators {
+        if !config.status_requires_auth() {
+            errors.push(
+                "status.operators needs the status routes to want the token (incomingAuth.type \"oidc\", status.requireAuth not false)"
+                    .into(),
+            );
+        }
+        if operators.claim.is_empty() {
+            errors.push("status.operators.claim must name a claim".into());
+        }
+        if operators.values.is_empty() || operators.values.iter().any(String::is_empty) {
+            errors.push("status.operators.values must list non-empty values".into());
+        }
+    }
     if let Some(auth) = &config.incoming_auth {
         auth.validate(&mut errors);
     }
