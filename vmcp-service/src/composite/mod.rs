@@ -174,8 +174,10 @@ pub(crate) struct StepRecord<'a> {
 /// How steps reach the outside world: the handler implements this with the same
 /// routing, authorization, telemetry and audit as a direct call.
 pub(crate) trait StepCaller: Send + Sync + 'static {
-    /// Whether the caller may call this tool directly (the same decision as the gate).
-    fn authorize(&self, entry: &ToolEntry) -> bool;
+    /// Whether the caller may call this tool directly: with `arguments`, the decision
+    /// a direct call with them gets (policies may read them); without, the
+    /// argument-free decision (the check before the run starts).
+    fn authorize(&self, entry: &ToolEntry, arguments: Option<&Map<String, Value>>) -> bool;
     /// Call the tool on its backend; `Err` describes a failure that is not a tool
     /// result (unreachable backend, JSON-RPC error).
     fn call(
