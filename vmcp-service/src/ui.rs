@@ -286,6 +286,9 @@ pub fn render(aggregator: &Aggregator) -> String {
             escape(collision)
         );
     }
+    for missing in &aggregator.missing_step_tools() {
+        let _ = write!(out, "<li class=\"conflict\">{}</li>", escape(missing));
+    }
     for (name, owners) in &shared {
         let _ = write!(
             out,

@@ -146,3 +146,67 @@ compositeTools:
         assert_eq!(meta["demo/own"], json!([1, 2]), "{result}");
     }
 }
+
+/// What needs the backends' live lists is checked when the catalog is built: a
+/// composite named like a backend tool keeps its name, yet a step naming that
+/// backend tool as `<backend>.<tool>` still reaches it; a step tool the backend
+/// does not offer is reported on `/status` and fails its step, naming both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_time_problems_are_reported_and_shadowed_tools_stay_reachable() {
+    let flow = FlowBackend::start().await;
+    let gw = gateway(config(&format!(
+        r#"
+backends: [{{name: flow, url: '{}'}}]
+compositeTools:
+  - name: flow_echo
+    description: shadows the backend's flow_echo
+    steps:
+      - {{id: s, tool: flow.stamp, arguments: {{label: shadow}}}}
+  - name: uses_echo
+    description: the shadowed backend tool, by its own name
+    steps:
+      - {{id: e, tool: flow.echo, arguments: {{text: reached}}}}
+  - name: broken
+    description: a tool the backend does not offer
+    steps:
+      - {{id: gone, tool: flow.nonexistent}}
+"#,
+        flow.url()
+    )))
+    .await;
+    let status: Value = reqwest::get(format!("http://{}/status", gw.addr))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        status["missing_step_tools"],
+        json!([
+            "composite tool \"broken\" step \"gone\": tool \"flow.nonexistent\" is not in the catalog; the step fails when it runs"
+        ]),
+        "{status}"
+    );
+    let unresolved = status["unresolved"].to_string();
+    assert!(
+        unresolved.contains("composite tool \\\"flow_echo\\\" collides with tool \\\"echo\\\""),
+        "{status}"
+    );
+    for result in call_both(&gw.url(), "uses_echo", json!({})).await {
+        assert_eq!(
+            result["structuredContent"]["text"], "flow: reached",
+            "{result}"
+        );
+    }
+    for result in call_both(&gw.url(), "flow_echo", json!({})).await {
+        assert_eq!(result["isError"], false, "{result}");
+    }
+    assert_eq!(flow.stamps().len(), 2, "the composite answered flow_echo");
+    for result in call_both(&gw.url(), "broken", json!({})).await {
+        assert_eq!(result["isError"], true, "{result}");
+        assert!(
+            super::text(&result).contains("step \"gone\" failed: tool \"flow.nonexistent\" is not available"),
+            "{result}"
+        );
+    }
+}

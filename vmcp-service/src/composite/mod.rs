@@ -69,6 +69,26 @@ impl Workflows {
         self.by_name.get(name)
     }
 
+    /// Every step tool that is not in `catalog` (a backend that does not offer it,
+    /// is down, or filtered it out): the step fails when it runs. One message each,
+    /// naming the composite, the step and the tool.
+    pub(crate) fn missing_step_tools(&self, catalog: &Catalog) -> Vec<String> {
+        self.by_name
+            .values()
+            .flat_map(|w| {
+                crate::config::composite_step_tools(&w.config.steps)
+                    .into_iter()
+                    .filter(|(_, tool)| w.resolve(catalog, tool).is_none())
+                    .map(|(step, tool)| {
+                        format!(
+                            "composite tool {:?} step {step:?}: tool {tool:?} is not in the catalog; the step fails when it runs",
+                            w.config.name
+                        )
+                    })
+            })
+            .collect()
+    }
+
     /// Each composite as advertised over `catalog`: annotations derived from the
     /// step tools found there.
     pub(crate) fn advertise(&self, catalog: &Catalog) -> Vec<Tool> {
