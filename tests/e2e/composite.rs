@@ -10,6 +10,7 @@ use vmcp_tests::workflow::FlowBackend;
 use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend, py_client};
 
 mod elicitation;
+mod guarded;
 
 /// `tools/call` of `name` on both revisions (Modern stateless, then a Legacy session).
 async fn call_both(url: &str, name: &str, arguments: Value) -> [Value; 2] {

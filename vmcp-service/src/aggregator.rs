@@ -82,6 +82,8 @@ pub struct Aggregator {
     failed: std::sync::Mutex<BTreeSet<String>>,
     /// Tool collisions the last build left unresolved (shown on the status page).
     unresolved: std::sync::Mutex<Vec<String>>,
+    /// Composite step tools the last build did not find (shown on the status page).
+    missing_step_tools: std::sync::Mutex<Vec<String>>,
     rebuilds: std::sync::atomic::AtomicU64,
     listings: std::sync::atomic::AtomicU64,
     changes: broadcast::Sender<CatalogChange>,
@@ -105,6 +107,7 @@ impl Aggregator {
             reports: Mutex::new(BTreeMap::new()),
             failed: std::sync::Mutex::new(BTreeSet::new()),
             unresolved: std::sync::Mutex::new(Vec::new()),
+            missing_step_tools: std::sync::Mutex::new(Vec::new()),
             rebuilds: std::sync::atomic::AtomicU64::new(0),
             listings: std::sync::atomic::AtomicU64::new(0),
             changes: broadcast::channel(64).0,
@@ -172,6 +175,15 @@ impl Aggregator {
     /// The tool collisions the last catalog build left unresolved (and dropped).
     pub fn unresolved(&self) -> Vec<String> {
         self.unresolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Composite step tools the last catalog build did not find: each such step
+    /// fails when it runs.
+    pub fn missing_step_tools(&self) -> Vec<String> {
+        self.missing_step_tools
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
@@ -265,10 +277,23 @@ impl Aggregator {
             .map(|(name, caps)| (name.clone(), caps.clone()))
             .collect();
         let (mut catalog, mut report) = Catalog::build(&config, input);
-        let composites = self.workflows().advertise(&catalog);
+        let workflows = self.workflows();
+        let composites = workflows.advertise(&catalog);
         report
             .unresolved
             .extend(catalog.add_local_tools(composites));
+        let missing = workflows.missing_step_tools(&catalog);
+        {
+            let mut known = self
+                .missing_step_tools
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Logged once per change, not on every rebuild.
+            for problem in missing.iter().filter(|m| !known.contains(m)) {
+                tracing::error!("{problem}");
+            }
+            *known = missing;
+        }
         for collision in &report.unresolved {
             tracing::error!("unresolved tool collision (dropped): {collision}");
         }

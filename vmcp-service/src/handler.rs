@@ -40,7 +40,6 @@ pub(crate) use forward::LogLevels;
 use observe::ObservedCall;
 
 use crate::aggregator::Aggregator;
-use crate::backend::meta::strip_reserved;
 use crate::catalog::{CacheHint, Catalog};
 use crate::pagination::page;
 use crate::router::{self, Routed};
@@ -423,10 +422,8 @@ impl ServerHandler for VmcpHandler {
             .await?
         };
         Ok(match response {
+            // Reserved `_meta` is stripped by the backend client (`backend::meta`).
             CallToolResponse::Complete(mut result) => {
-                if let Some(meta) = result.meta.as_mut() {
-                    strip_reserved(&mut meta.0);
-                }
                 // A Legacy backend sends no resultType; a Modern client requires one
                 // (rmcp removes it again for Legacy clients).
                 result.result_type = Some(ResultType::COMPLETE);

@@ -139,6 +139,15 @@ mod tests {
         fn tool(&self, _: &str, _: Option<&str>, _: &ToolAnnotations) -> bool {
             false
         }
+        fn tool_call(
+            &self,
+            _: &str,
+            _: Option<&str>,
+            _: &ToolAnnotations,
+            _: &serde_json::Map<String, Value>,
+        ) -> bool {
+            false
+        }
         fn prompt(&self, _: &str, _: Option<&str>) -> bool {
             false
         }

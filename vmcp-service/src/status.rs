@@ -79,6 +79,13 @@ pub struct Status {
     pub group_ref: Option<String>,
     /// The overall phase.
     pub phase: Phase,
+    /// Tool collisions the last catalog build left unresolved (a composite tool's
+    /// name shadowing a backend tool included).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unresolved: Vec<String>,
+    /// Composite step tools not in the catalog (each such step fails when it runs).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_step_tools: Vec<String>,
 }
 
 impl Status {
@@ -142,6 +149,8 @@ impl Status {
             version: env!("CARGO_PKG_VERSION"),
             group_ref: aggregator.config().group_ref.clone(),
             phase,
+            unresolved: aggregator.unresolved(),
+            missing_step_tools: aggregator.missing_step_tools(),
         }
     }
 }

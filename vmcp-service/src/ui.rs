@@ -334,6 +334,9 @@ pub(crate) fn render_for(aggregator: &Aggregator, view: &View) -> String {
             escape(collision)
         );
     }
+    for missing in &aggregator.missing_step_tools() {
+        let _ = write!(out, "<li class=\"conflict\">{}</li>", escape(missing));
+    }
     for (name, owners) in &shared {
         let _ = write!(
             out,

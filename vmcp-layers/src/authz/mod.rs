@@ -82,6 +82,27 @@ impl Admission for IdentityAdmission {
         })
     }
 
+    fn tool_call(
+        &self,
+        name: &str,
+        backend: Option<&str>,
+        annotations: &ToolAnnotations,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
+        // The path of a direct call's decision (`decide` below): arguments in context.
+        let target = Target::Tool {
+            name,
+            backend,
+            annotations,
+        };
+        self.authorizer
+            .decide(&self.identity, target, Some(arguments))
+            .unwrap_or_else(|e| {
+                tracing::warn!("{e}; denied");
+                false
+            })
+    }
+
     fn prompt(&self, name: &str, backend: Option<&str>) -> bool {
         self.allowed(Target::Prompt { name, backend })
     }

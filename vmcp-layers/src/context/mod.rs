@@ -386,8 +386,18 @@ impl ListKind {
 pub trait Admission: Send + Sync {
     /// Whether a whole list is hidden (an explicit `forbid` on its list action).
     fn list_hidden(&self, kind: ListKind) -> bool;
-    /// Whether the caller may call this tool.
+    /// Whether the caller may call this tool (no arguments: list filtering).
     fn tool(&self, name: &str, backend: Option<&str>, annotations: &ToolAnnotations) -> bool;
+    /// Whether the caller may call this tool with `arguments`: the decision a direct
+    /// `tools/call` with them gets (policies may read `context.arguments`). Composite
+    /// steps are decided here, with their rendered arguments.
+    fn tool_call(
+        &self,
+        name: &str,
+        backend: Option<&str>,
+        annotations: &ToolAnnotations,
+        arguments: &Map<String, Value>,
+    ) -> bool;
     /// Whether the caller may get this prompt.
     fn prompt(&self, name: &str, backend: Option<&str>) -> bool;
     /// Whether the caller may read this resource (or template string).

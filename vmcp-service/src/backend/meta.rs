@@ -5,7 +5,7 @@
 //! identity, and a client's `protocolVersion`/`clientCapabilities` must not reach a
 //! backend that negotiated something else. Only the end-to-end keys pass.
 
-use rmcp::model::ClientCapabilities;
+use rmcp::model::{CallToolResponse, ClientCapabilities};
 use serde_json::{Map, Value};
 
 const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
@@ -35,6 +35,19 @@ pub fn bridged_capabilities(declared: ClientCapabilities) -> ClientCapabilities 
 /// Remove every reserved key except the end-to-end ones.
 pub fn strip_reserved(meta: &mut Map<String, Value>) {
     meta.retain(|key, _| crosses_gateway(key));
+}
+
+/// A backend's `tools/call` answer as the gateway may pass it on: reserved `_meta`
+/// of a complete result stripped. Every typed answer of a backend client goes
+/// through this (direct calls, bridged calls, composite steps); the spliced fast
+/// path applies the same [`crosses_gateway`] rule to the bytes.
+pub fn strip_result_meta(mut response: CallToolResponse) -> CallToolResponse {
+    if let CallToolResponse::Complete(result) = &mut response
+        && let Some(meta) = result.meta.as_mut()
+    {
+        strip_reserved(&mut meta.0);
+    }
+    response
 }
 
 #[cfg(test)]

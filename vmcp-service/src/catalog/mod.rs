@@ -242,6 +242,8 @@ impl Catalog {
             .tools
             .iter()
             .enumerate()
+            // A backend tool a composite's name shadows is found by its route only.
+            .filter(|(_, e)| !self.local_tools.contains_key(e.tool.name.as_ref()))
             .map(|(i, e)| (e.tool.name.to_string(), i))
             .collect();
         self.advertised_tools = self
@@ -307,18 +309,19 @@ impl Catalog {
 
     /// Add tools the gateway serves itself (composite tools). A backend tool of the
     /// same name gives way: it is neither advertised nor routed under that name, so a
-    /// composite never disappears because a backend started offering its name. Each
-    /// such collision is returned.
+    /// composite never disappears because a backend started offering its name. It
+    /// stays in the catalog, hidden, so composite steps naming it as
+    /// `<backend>.<tool>` still reach it. Each such collision is returned.
     pub(crate) fn add_local_tools(&mut self, tools: Vec<Tool>) -> Vec<String> {
         let mut collisions = Vec::new();
         for tool in tools {
             let name = tool.name.to_string();
-            if let Some(entry) = self.tool_any(&name) {
+            for entry in self.tools.iter_mut().filter(|e| e.tool.name == name) {
                 collisions.push(format!(
                     "composite tool {name:?} collides with tool {:?} of backend {:?}; the backend tool is not served under this name",
                     entry.route.name, entry.route.backend
                 ));
-                self.tools.retain(|e| e.tool.name != name);
+                entry.advertised = false;
             }
             self.local_tools.insert(name, tool);
         }

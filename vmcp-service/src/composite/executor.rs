@@ -154,7 +154,7 @@ impl Run {
             .into_iter()
             .filter_map(|(id, entry)| {
                 entry
-                    .filter(|e| !self.caller.authorize(e))
+                    .filter(|e| !self.caller.authorize(e, None))
                     .map(|_| id.to_owned())
             })
             .collect()
@@ -414,7 +414,9 @@ impl Run {
             Ok(a) => a,
             Err(message) => return (Err(Failure::failed(message)), 0),
         };
-        if !self.caller.authorize(&entry) {
+        // Decided with the rendered arguments, as a direct call with them would be:
+        // a policy on `context.arguments` holds through a composite too.
+        if !self.caller.authorize(&entry, Some(&arguments)) {
             return (Err(Failure::Denied), 0);
         }
         let timeout = step.timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);

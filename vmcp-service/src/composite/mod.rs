@@ -69,6 +69,26 @@ impl Workflows {
         self.by_name.get(name)
     }
 
+    /// Every step tool that is not in `catalog` (a backend that does not offer it,
+    /// is down, or filtered it out): the step fails when it runs. One message each,
+    /// naming the composite, the step and the tool.
+    pub(crate) fn missing_step_tools(&self, catalog: &Catalog) -> Vec<String> {
+        self.by_name
+            .values()
+            .flat_map(|w| {
+                crate::config::composite_step_tools(&w.config.steps)
+                    .into_iter()
+                    .filter(|(_, tool)| w.resolve(catalog, tool).is_none())
+                    .map(|(step, tool)| {
+                        format!(
+                            "composite tool {:?} step {step:?}: tool {tool:?} is not in the catalog; the step fails when it runs",
+                            w.config.name
+                        )
+                    })
+            })
+            .collect()
+    }
+
     /// Each composite as advertised over `catalog`: annotations derived from the
     /// step tools found there.
     pub(crate) fn advertise(&self, catalog: &Catalog) -> Vec<Tool> {
@@ -174,8 +194,10 @@ pub(crate) struct StepRecord<'a> {
 /// How steps reach the outside world: the handler implements this with the same
 /// routing, authorization, telemetry and audit as a direct call.
 pub(crate) trait StepCaller: Send + Sync + 'static {
-    /// Whether the caller may call this tool directly (the same decision as the gate).
-    fn authorize(&self, entry: &ToolEntry) -> bool;
+    /// Whether the caller may call this tool directly: with `arguments`, the decision
+    /// a direct call with them gets (policies may read them); without, the
+    /// argument-free decision (the check before the run starts).
+    fn authorize(&self, entry: &ToolEntry, arguments: Option<&Map<String, Value>>) -> bool;
     /// Call the tool on its backend; `Err` describes a failure that is not a tool
     /// result (unreachable backend, JSON-RPC error).
     fn call(

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
-use crate::backend::meta::{bridged_capabilities, strip_reserved};
+use crate::backend::meta::bridged_capabilities;
 use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget, CallerKey};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
@@ -101,10 +101,8 @@ impl Edge {
             CallAnswer::Typed(response) => response,
         };
         let response = match response {
+            // Reserved `_meta` is stripped by the backend client (`backend::meta`).
             CallToolResponse::Complete(mut result) => {
-                if let Some(meta) = result.meta.as_mut() {
-                    strip_reserved(&mut meta.0);
-                }
                 result.result_type = Some(ResultType::COMPLETE);
                 CallToolResponse::Complete(result)
             }

@@ -60,13 +60,12 @@ fn declares_elicitation(ctx: &RequestContext<RoleServer>) -> bool {
 }
 
 impl StepCaller for Steps {
-    fn authorize(&self, entry: &ToolEntry) -> bool {
-        self.admission.as_ref().is_none_or(|h| {
-            h.0.tool(
-                &entry.tool.name,
-                Some(&entry.route.backend),
-                &annotations(&entry.tool),
-            )
+    fn authorize(&self, entry: &ToolEntry, arguments: Option<&Map<String, Value>>) -> bool {
+        let (name, backend) = (&entry.tool.name, Some(&*entry.route.backend));
+        let hints = annotations(&entry.tool);
+        self.admission.as_ref().is_none_or(|h| match arguments {
+            Some(arguments) => h.0.tool_call(name, backend, &hints, arguments),
+            None => h.0.tool(name, backend, &hints),
         })
     }
 

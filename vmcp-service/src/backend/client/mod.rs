@@ -25,6 +25,7 @@ use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
 use super::bridge::{ClientCaps, sampling_declined};
+use super::meta;
 use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
@@ -798,6 +799,7 @@ impl BackendClient {
             }
         })
         .await
+        .map(meta::strip_result_meta)
     }
 
     /// [`Self::call_tool`] for a 2026-07-28 caller: a complete result from the direct
@@ -811,12 +813,13 @@ impl BackendClient {
         self.run(budget.into(), |conn| async move {
             let Some(direct) = &conn.direct else {
                 let response = conn.service.call_tool_once(params.clone()).await?;
-                return Ok(CallAnswer::Typed(response));
+                return Ok(CallAnswer::Typed(meta::strip_result_meta(response)));
             };
             let raw = direct.call_tool_raw(params, None).await?;
             match splice::complete_call_result(&raw) {
                 Some(result) => Ok(CallAnswer::Spliced(result)),
-                None => direct::call_response(raw.get()).map(CallAnswer::Typed),
+                None => direct::call_response(raw.get())
+                    .map(|r| CallAnswer::Typed(meta::strip_result_meta(r))),
             }
         })
         .await
