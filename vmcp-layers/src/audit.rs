@@ -427,24 +427,63 @@ impl Serialize for Subjects<'_> {
             map.serialize_entry("user", user)?;
         }
         if let Some(client) = self.client {
-            map.serialize_entry("client_name", &client.name)?;
-            map.serialize_entry("client_version", &client.version)?;
+            cut_entry(&mut map, "client_name", "client_name_bytes", &client.name)?;
+            cut_entry(
+                &mut map,
+                "client_version",
+                "client_version_bytes",
+                &client.version,
+            )?;
         }
         map.end()
     }
 }
 
-#[derive(Serialize)]
+/// `key: value` with a client-supplied `value` cut to
+/// [`SHOWN_CHARS`](crate::shown::SHOWN_CHARS) characters, and `length_key`: its full
+/// length in bytes when it was cut (a 1 MiB tool name must not make a 1 MiB record).
+fn cut_entry<M: serde::ser::SerializeMap>(
+    map: &mut M,
+    key: &'static str,
+    length_key: &'static str,
+    value: &str,
+) -> Result<(), M::Error> {
+    let (kept, length) = crate::shown::cut(value);
+    map.serialize_entry(key, kept)?;
+    if let Some(length) = length {
+        map.serialize_entry(length_key, &length)?;
+    }
+    Ok(())
+}
+
 struct RecordTarget<'a> {
+    /// The request's path, as the client sent it.
     endpoint: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     method: Option<&'a str>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     name: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     backend: Option<&'a str>,
+}
+
+impl Serialize for RecordTarget<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        cut_entry(&mut map, "endpoint", "endpoint_bytes", self.endpoint)?;
+        if let Some(method) = self.method {
+            cut_entry(&mut map, "method", "method_bytes", method)?;
+        }
+        if let Some(kind) = self.kind {
+            map.serialize_entry("type", kind)?;
+        }
+        if let Some(name) = self.name {
+            cut_entry(&mut map, "name", "name_bytes", name)?;
+        }
+        if let Some(backend) = self.backend {
+            map.serialize_entry("backend", backend)?;
+        }
+        map.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -694,6 +733,37 @@ mod tests {
         assert_eq!(target_type("resources/templates/list"), Some("resource"));
         assert_eq!(target_type("resources/subscribe"), Some("resource"));
         assert_eq!(target_type("ping"), None);
+    }
+
+    #[test]
+    fn client_strings_are_cut_with_their_length() {
+        let long = "n".repeat(200_000);
+        let client = ClientInfo {
+            name: long.clone(),
+            version: "1".into(),
+        };
+        let target = RecordTarget {
+            endpoint: "/mcp",
+            method: Some(&long),
+            kind: Some("tool"),
+            name: Some(&long),
+            backend: None,
+        };
+        let subjects = Subjects {
+            user_id: None,
+            user: None,
+            client: Some(&client),
+        };
+        let shown = "n".repeat(crate::shown::SHOWN_CHARS);
+        assert_eq!(
+            serde_json::to_value(&target).unwrap(),
+            json!({"endpoint": "/mcp", "method": shown, "method_bytes": 200_000,
+                   "type": "tool", "name": shown, "name_bytes": 200_000})
+        );
+        assert_eq!(
+            serde_json::to_value(&subjects).unwrap(),
+            json!({"client_name": shown, "client_name_bytes": 200_000, "client_version": "1"})
+        );
     }
 
     #[test]

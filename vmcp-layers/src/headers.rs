@@ -190,6 +190,17 @@ pub(crate) fn ambiguous_authorization(headers: &HeaderMap) -> bool {
         .is_some()
 }
 
+/// A refused header's value for the log: the client's text, [`shown`](crate::shown::shown).
+fn header_shown(
+    headers: &HeaderMap,
+    name: header::HeaderName,
+) -> crate::shown::Shown<std::borrow::Cow<'_, str>> {
+    let value = headers
+        .get(name)
+        .map_or("(none)".into(), |v| String::from_utf8_lossy(v.as_bytes()));
+    crate::shown::shown(value)
+}
+
 fn accepts_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
@@ -258,11 +269,11 @@ where
             )),
         };
         if !self.rules.host_allowed(req.headers(), req.uri().host()) {
-            tracing::warn!(host = ?req.headers().get(header::HOST), "rejected: Host not allowed");
+            tracing::warn!(host = %header_shown(req.headers(), header::HOST), "rejected: Host not allowed");
             return reject(StatusCode::FORBIDDEN, "Host header is not allowed");
         }
         if !self.rules.origin_allowed(req.headers()) {
-            tracing::warn!(origin = ?req.headers().get(header::ORIGIN), "rejected: Origin not allowed");
+            tracing::warn!(origin = %header_shown(req.headers(), header::ORIGIN), "rejected: Origin not allowed");
             return reject(StatusCode::FORBIDDEN, "Origin header is not allowed");
         }
         if ambiguous_authorization(req.headers()) {

@@ -48,7 +48,7 @@ impl ResponseForPanic for PanicResponse {
             .map(String::as_str)
             .or_else(|| err.downcast_ref::<&str>().copied())
             .unwrap_or("(no message)");
-        tracing::error!("request handler panicked: {message}");
+        tracing::error!("request handler panicked: {}", crate::shown::shown(message));
         jsonrpc::error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             None,

@@ -193,10 +193,7 @@ impl ServerHandler for VmcpHandler {
             .resource_owner(&params.uri)
             .is_none()
         {
-            return Err(ErrorData::invalid_params(
-                format!("unknown resource: {}", params.uri),
-                None,
-            ));
+            return Err(router::unknown("resource", &params.uri));
         }
         let session = self.live_session(&ctx).ok_or_else(|| {
             ErrorData::invalid_request("resources/subscribe needs a session", None)

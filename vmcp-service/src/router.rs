@@ -12,6 +12,8 @@ use rmcp::model::{
     ReadResourceRequestParams, Reference, RequestMetaObject,
 };
 
+use vmcp_layers::shown::shown;
+
 use crate::backend::meta::strip_reserved;
 use crate::catalog::Catalog;
 
@@ -33,19 +35,10 @@ fn backend_meta(meta: Option<RequestMetaObject>) -> Option<RequestMetaObject> {
     (!meta.0.0.is_empty()).then_some(meta)
 }
 
-/// The longest client-supplied name repeated in an error (and so in logs): a 1 MiB
-/// tool name must not become a 1 MiB answer and log line.
-const SHOWN_NAME_CHARS: usize = 128;
-
-/// `name`, cut to [`SHOWN_NAME_CHARS`] characters with an ellipsis.
-fn shown(name: &str) -> std::borrow::Cow<'_, str> {
-    match name.char_indices().nth(SHOWN_NAME_CHARS) {
-        None => name.into(),
-        Some((cut, _)) => format!("{}…", &name[..cut]).into(),
-    }
-}
-
-fn unknown(kind: &str, name: &str) -> ErrorData {
+/// The error for a name nobody serves. The name is the client's: it is [`shown`]
+/// (cut, escaped), since rmcp logs every error answer and a 1 MiB tool name must not
+/// become a 1 MiB answer and log line.
+pub(crate) fn unknown(kind: &str, name: &str) -> ErrorData {
     ErrorData::invalid_params(format!("unknown {kind}: {}", shown(name)), None)
 }
 
@@ -90,9 +83,10 @@ pub(crate) fn route_resource(
     let backend = catalog
         .resource_owner(&params.uri)
         .ok_or_else(|| {
+            let uri = shown(&params.uri).to_string();
             ErrorData::invalid_params(
-                format!("unknown resource: {}", shown(&params.uri)),
-                Some(serde_json::json!({ "uri": shown(&params.uri) })),
+                format!("unknown resource: {uri}"),
+                Some(serde_json::json!({ "uri": uri })),
             )
         })?
         .clone();
@@ -136,8 +130,16 @@ mod tests {
     fn client_names_are_cut_in_errors() {
         let long = "é".repeat(1024 * 1024);
         let error = unknown("tool", &long);
-        assert!(error.message.len() < 400, "{}", error.message.len());
-        assert!(error.message.ends_with('…'));
+        assert!(error.message.len() < 700, "{}", error.message.len());
+        assert!(
+            error.message.ends_with("… (2097152 bytes)"),
+            "{}",
+            error.message
+        );
+        assert_eq!(
+            unknown("tool", "a\nINFO forged").message,
+            r"unknown tool: a\nINFO forged"
+        );
         assert_eq!(unknown("tool", "gh_x").message, "unknown tool: gh_x");
     }
 }

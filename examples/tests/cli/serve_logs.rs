@@ -202,3 +202,185 @@ async fn an_untrusted_certificate_is_one_warning_in_words_and_so_is_its_status()
     .await;
     stop.cancel();
 }
+
+/// What a hostile client puts in names, ids and methods: a forged log line with a
+/// carriage return, ANSI colours and a terminal title sequence.
+const FORGED: &str =
+    "x\r\n2026-12-04T00:00:00.000000Z  INFO vmcp: FORGED \x1b[31mred\x1b]0;title\x07";
+
+/// POST `method` with `params` and `id` as a Legacy session's request (`session`
+/// `Some`) or a Modern one; the body is read to its end, so the audit line is written.
+async fn hostile_post(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    id: &str,
+    method: &str,
+    mut params: Value,
+) -> u16 {
+    let mut request = http
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Content-Type", "application/json");
+    match session {
+        Some(session) => {
+            request = request
+                .header("MCP-Protocol-Version", "2025-11-25")
+                .header("Mcp-Session-Id", session);
+        }
+        None => {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "hostile", "version": "1"}
+            });
+            // The header a Modern request must carry: printable, so not the forged
+            // name itself (rmcp refuses the mismatch, which is logged and audited too).
+            request = request
+                .header("MCP-Protocol-Version", "2026-07-28")
+                .header("Mcp-Method", "x".repeat(method.len().min(64)))
+                .header("Mcp-Name", "y".repeat(64));
+        }
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let response = request.json(&body).send().await.expect("POST");
+    let status = response.status().as_u16();
+    let _ = response.bytes().await;
+    status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_names_ids_and_methods_neither_forge_nor_inflate_the_log_or_the_audit() {
+    let demo = vmcp_examples::demo::spawn(
+        vmcp_examples::demo::DemoSpec {
+            prompts: vec!["greet".into()],
+            resources: vec!["demo://readme".into()],
+            ..vmcp_examples::demo::DemoSpec::new("gh", &["echo"])
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("vmcp-logs-{}-hostile", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, audit) = (dir.join("stderr.log"), dir.join("audit.log"));
+    let _ = std::fs::remove_file(&audit);
+    let config = dir.join("vmcp.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "backends: [{{name: gh, url: '{}'}}]\naudit: {{logFile: '{}'}}\n",
+            demo.url(),
+            audit.display()
+        ),
+    )
+    .unwrap();
+    // `info` lets rmcp's own service lines through (the default filter has them
+    // off): they write the request id as the client sent it.
+    let server = Serve::new()
+        .config(&config)
+        .env("RUST_LOG", "info")
+        .stderr_to(&log)
+        .start()
+        .await;
+    let url = server.url();
+    let http = reqwest::Client::new();
+    let session = LegacySession::open_with(&http, &url, None).await;
+    let big = format!("{FORGED}{}", "y".repeat(1 << 20));
+    let argument = json!({"name": "a", "value": "b"});
+    let named = [
+        ("tools/call", json!({"name": big})),
+        ("prompts/get", json!({"name": big})),
+        ("resources/read", json!({"uri": big})),
+        ("resources/subscribe", json!({"uri": big})),
+        ("resources/unsubscribe", json!({"uri": big})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": big}, "argument": argument}),
+        ),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/resource", "uri": big}, "argument": argument}),
+        ),
+    ];
+    let unknown_method = format!("nope/{big}");
+    let size = || {
+        let len = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        len(&log) + len(&audit)
+    };
+    for modern in [false, true] {
+        let revision = if modern { "2026-07-28" } else { "2025-11-25" };
+        let session = (!modern).then(|| session.id());
+        // subscribe/unsubscribe are Legacy methods; a Modern client's are refused.
+        let cases = named
+            .iter()
+            .map(|(method, params)| (*method, params.clone(), FORGED))
+            .chain([(unknown_method.as_str(), json!({}), big.as_str())]);
+        for (method, params, id) in cases {
+            let before = size();
+            for _ in 0..5 {
+                let status = hostile_post(&http, &url, session, id, method, params.clone()).await;
+                assert!(status < 500, "{revision} {:.30}: HTTP {status}", method);
+            }
+            let grown = size() - before;
+            assert!(
+                grown < 20_000,
+                "{revision} {:.30}: 5 calls with 1 MiB names added {grown} bytes of log and audit",
+                method
+            );
+        }
+    }
+    let _ = session.delete().await;
+    let text = terminate(server).await;
+
+    // Every line is one event of vmcp's: nothing the client sent starts a line, and
+    // no control character of the client's reaches the file (colours are off: the
+    // log is not a terminal).
+    assert!(
+        !text.contains(['\r', '\x1b', '\x07']),
+        "a control character in the log"
+    );
+    for line in text.lines() {
+        assert!(
+            line.starts_with("20") && !line.starts_with("2026-12-04T00:00:00.000000Z"),
+            "a forged line: {line:.300}"
+        );
+    }
+    // rmcp's line with the id was written, escaped and cut.
+    assert!(
+        text.contains(r"id=x\r\n2026-12-04T00:00:00.000000Z  INFO vmcp: FORGED \u{1b}[31mred\u{1b}]0;title\u{7}"),
+        "{text:.3000}"
+    );
+    assert!(text.lines().all(|l| l.len() < 12_000), "a long line");
+
+    // The audit names the target cut, with its length.
+    let records: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let length = big.len() as u64;
+    for method in [
+        "tools/call",
+        "prompts/get",
+        "resources/read",
+        "resources/subscribe",
+        "completion/complete",
+    ] {
+        assert!(
+            records.iter().any(|r| r["target"]["method"] == method
+                && r["target"]["name_bytes"] == length
+                && r["target"]["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with(FORGED) && n.chars().count() == 256)),
+            "{method}: no record with the name cut to 256 characters and its length"
+        );
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| r["target"]["method_bytes"] == unknown_method.len() as u64),
+        "the unknown method is cut with its length"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,7 +61,7 @@ impl IdentityAdmission {
         self.authorizer
             .decide(&self.identity, target, None)
             .unwrap_or_else(|e| {
-                tracing::warn!("{e}; item filtered");
+                tracing::warn!("{}; item filtered", crate::shown::shown(&e));
                 false
             })
     }
@@ -201,7 +201,7 @@ pub fn decide(
         }
     };
     let allowed = allowed.unwrap_or_else(|e| {
-        tracing::warn!("{e}; denied");
+        tracing::warn!("{}; denied", crate::shown::shown(&e));
         false
     });
     Some(AdmissionDecision { kind, allowed })

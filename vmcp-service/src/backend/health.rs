@@ -324,13 +324,23 @@ impl BackendHealth {
 
     /// Record a failure from `source`. `unauthenticated` marks a 401/403 refusal.
     pub fn record_failure(&self, source: Source, error: &str, unauthenticated: bool) {
+        self.failure(source, error, unauthenticated, true);
+    }
+
+    /// Record a failure whose cause was already logged (a stdio backend's process
+    /// exit, which its supervisor reports): counted and shown, not warned again.
+    pub fn record_reported_failure(&self, source: Source, error: &str) {
+        self.failure(source, error, false, false);
+    }
+
+    fn failure(&self, source: Source, error: &str, unauthenticated: bool, warn: bool) {
         let settings = self.settings();
         let mut s = self.state();
         let before = s.status;
         s.last_check = Some(SystemTime::now());
         // One warning when a backend starts failing or fails differently; retries
         // with the same reason stay quiet.
-        if s.last_error.as_deref() != Some(error) {
+        if warn && s.last_error.as_deref() != Some(error) {
             tracing::warn!(backend = %self.backend, "backend {:?} failing: {error}", &*self.backend);
         }
         s.last_error = Some(error.to_owned());

@@ -78,6 +78,8 @@ struct Restarts {
     quick_exits: u32,
     not_before: Option<Instant>,
     last_exit: Option<String>,
+    /// The last process ended on its own and no other has started since.
+    exited: bool,
 }
 
 /// One stdio backend's process across restarts.
@@ -123,6 +125,12 @@ impl Supervisor {
         }
     }
 
+    /// Whether the last process ended on its own and none runs yet: the failures
+    /// of this gap were reported by the exit's own log line.
+    pub fn after_exit(&self) -> bool {
+        self.state().exited && self.alive.borrow().is_none()
+    }
+
     /// Start a process for `config` unless the restart backoff forbids it yet.
     pub fn spawn(self: &Arc<Self>, config: &BackendConfig) -> Result<StdioTransport, SpawnError> {
         let command = config.command.clone().unwrap_or_default();
@@ -165,6 +173,7 @@ impl Supervisor {
             let mut state = self.state();
             state.started = Some(Instant::now());
             state.spawned = state.spawned.saturating_add(1);
+            state.exited = false;
         }
         self.alive.send_replace(pid);
         tracing::info!(backend = %self.backend, pid, "stdio backend started");
@@ -199,15 +208,19 @@ impl Supervisor {
                 .saturating_mul(1 << (state.quick_exits - 1).min(6))
                 .min(MAX_BACKOFF);
             state.not_before = Some(Instant::now() + delay);
-            state.last_exit = Some(format!(
+            let exit = format!(
                 "exited after {}s; restart {}s later",
                 ran.as_secs(),
                 delay.as_secs()
-            ));
+            );
+            // The one line an exit leaves: the failures it causes (calls cut off,
+            // the restart backoff) are recorded without warning again.
+            tracing::warn!(backend = %self.backend, pid, "stdio backend {:?} {exit}", &*self.backend);
+            state.last_exit = Some(exit);
+            state.exited = true;
             delay
         };
         self.gone(pid);
-        tracing::warn!(backend = %self.backend, pid, restart_in = ?delay, "stdio backend exited");
         self.emit_disconnected();
         // The restart timer: when the backoff ends, the same event makes the
         // aggregator re-list the backend, which starts the next process.

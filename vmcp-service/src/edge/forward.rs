@@ -212,7 +212,13 @@ impl Edge {
         // answers malformed params.
         let params: CompleteRequestParams =
             serde_json::from_value(Value::Object(parsed.params_rest.clone())).map_err(|e| {
-                ErrorData::invalid_params(format!("invalid completion params: {e}"), None)
+                ErrorData::invalid_params(
+                    format!(
+                        "invalid completion params: {}",
+                        vmcp_layers::shown::shown(e)
+                    ),
+                    None,
+                )
             })?;
         let Some(Routed { backend, params }) = router::route_completion(catalog, params)? else {
             return Ok(ServerResult::CompleteResult(CompleteResult::new(

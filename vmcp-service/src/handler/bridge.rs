@@ -94,6 +94,9 @@ impl super::VmcpHandler {
         {
             Ok(response) => response,
             Err(error) => {
+                if Cancelled::is(&error) {
+                    Cancelled::log("tools/call", name, &backend);
+                }
                 call.cancelled();
                 return Err(error);
             }

@@ -9,7 +9,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use vmcp_layers::McpRevision;
 
-use super::forward::{drive, wants};
+use super::forward::{Cancelled, drive, wants};
 use super::mrtr::{self, MaybeInputRequired, Retried};
 use super::observe::ObservedCall;
 use super::{VmcpHandler, caller_key, is_modern, session_id};
@@ -115,6 +115,7 @@ impl VmcpHandler {
                 return Err(unbridged.into());
             }
             Err(cancelled) => {
+                Cancelled::log(method, name, &backend);
                 call.cancelled();
                 return Err(cancelled.into());
             }

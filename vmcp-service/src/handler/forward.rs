@@ -65,10 +65,30 @@ pub(super) fn wants(
 #[derive(Debug)]
 pub(super) struct Cancelled;
 
+/// What a cancelled call answers (a Legacy client that cancelled ignores it).
+const CANCELLED: &str = "the request was cancelled";
+
 impl From<Cancelled> for rmcp::ErrorData {
-    /// What a cancelled call answers (a Legacy client that cancelled ignores it).
     fn from(_: Cancelled) -> Self {
-        rmcp::ErrorData::internal_error("the request was cancelled", None)
+        rmcp::ErrorData::internal_error(CANCELLED, None)
+    }
+}
+
+impl Cancelled {
+    /// Whether `error` is the answer of a cancelled call.
+    pub(super) fn is(error: &rmcp::ErrorData) -> bool {
+        error.code == rmcp::model::ErrorCode::INTERNAL_ERROR && error.message == CANCELLED
+    }
+
+    /// The one line a call its caller abandoned leaves in the log (rmcp's own, a
+    /// WARN with a debug dump and an ERROR about the closed stream, are filtered by
+    /// the bundled server). Routine, so INFO.
+    pub(super) fn log(method: &str, name: &str, backend: &str) {
+        tracing::info!(
+            backend,
+            "{method} {}: the caller cancelled it before the answer; cancelled on the backend too",
+            vmcp_layers::shown::shown(name)
+        );
     }
 }
 

@@ -33,7 +33,7 @@ use super::hints::CacheHint;
 use super::http_clients::BackendHttp;
 use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
-use super::stdio::{ProcessStatus, Supervisor};
+use super::stdio::{ProcessStatus, SpawnError, Supervisor};
 use crate::config::{BackendConfig, Transport};
 
 mod budget;
@@ -372,6 +372,9 @@ impl BackendClient {
             Err(e) if e.is_local_exhaustion() => {
                 tracing::warn!(backend = %self.name, "cannot reach backend {:?}: {}; not counted against it", &*self.name, e.summary());
             }
+            Err(e) if self.explained_by_exit(e) => {
+                self.health.record_reported_failure(source, &e.summary());
+            }
             Err(e) if e.is_backend_failure() => {
                 let refused = self.auth_refused.load(std::sync::atomic::Ordering::Relaxed);
                 self.health.record_failure(source, &e.summary(), refused);
@@ -379,6 +382,20 @@ impl BackendClient {
             Err(BackendError::CircuitOpen { .. }) => {}
             _ => self.health.record_success(source, latency),
         }
+    }
+
+    /// Whether `error` is what a stdio backend's process exit causes until the next
+    /// process starts (the cut-off connection, the restart backoff).
+    fn explained_by_exit(&self, error: &BackendError) -> bool {
+        self.stdio.as_ref().is_some_and(|s| s.after_exit())
+            && matches!(
+                error,
+                BackendError::Transport { .. }
+                    | BackendError::Unreachable {
+                        source: OpenError::Spawn(SpawnError::BackingOff(_)),
+                        ..
+                    }
+            )
     }
 
     /// The backend's name.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use rmcp::RoleClient;
 use rmcp::service::ServiceError;
 use vmcp_layers::McpRevision;
+use vmcp_layers::shown::shown;
 
 use super::{BackendClient, BackendEventKind, Connection, EventForwarder};
 
@@ -224,11 +225,11 @@ async fn bounded(
     match tokio::time::timeout(timeout, request).await {
         Ok(Ok(())) => true,
         Ok(Err(e)) => {
-            tracing::warn!(%backend, %uri, "{what} failed: {e}");
+            tracing::warn!(%backend, uri = %shown(uri), "{what} failed: {}", shown(&e));
             false
         }
         Err(_) => {
-            tracing::warn!(%backend, %uri, "{what} timed out after {timeout:?}");
+            tracing::warn!(%backend, uri = %shown(uri), "{what} timed out after {timeout:?}");
             false
         }
     }
