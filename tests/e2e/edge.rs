@@ -575,3 +575,24 @@ async fn a_backends_reserved_meta_stops_at_the_gateway_on_both_paths() {
         }
     }
 }
+
+/// A backend's key order reaches the caller as the backend wrote it, on both paths:
+/// the demo backend writes `inputSchema` as `type`, `properties`, `required`, which
+/// a sorted map would reorder. This is what serde_json's `preserve_order` (on for
+/// the whole build, through cedar-policy) buys; docs/benchmarks.md records its cost.
+#[tokio::test]
+async fn a_backends_key_order_survives_both_paths() {
+    let paths = two_paths().await;
+    let list = case("tools/list", "tools/list", None, json!({}), true);
+    for url in [&paths.fast_url, &paths.slow_url] {
+        let mut request = reqwest::Client::new().post(url).body(list.body.clone());
+        for (name, value) in &list.headers {
+            request = request.header(*name, value);
+        }
+        let text = request.send().await.expect("POST").text().await.unwrap();
+        assert!(
+            text.contains(r#""inputSchema":{"type":"object","properties":{"text":"#),
+            "{url}: {text}"
+        );
+    }
+}
