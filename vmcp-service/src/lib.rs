@@ -45,11 +45,11 @@ mod handler;
 mod listen;
 mod names;
 mod pagination;
+mod params;
 mod propagation;
 mod reload;
 mod rewake;
 mod router;
-#[allow(dead_code)] // Its users (MRTR bridging, composite elicitation) land next.
 mod seal;
 mod serve;
 mod service;

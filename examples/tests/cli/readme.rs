@@ -1,14 +1,17 @@
-//! The README's shell blocks, run as written against the built server, so the front
-//! door cannot rot.
+//! The shell blocks of the README and of `docs/*.md`, run as written against the
+//! built server, so the documentation cannot rot.
 //!
-//! The README marks what runs: a block fenced ```` ```sh test ```` runs on its own, one
-//! fenced ```` ```sh test-with-server ```` runs while `vmcp serve` (the embedded
-//! default) is up, and ```` ```yaml file=NAME ```` is saved as `NAME` first. A `#> text`
-//! line in a block is text its output must contain. Blocks run with `bash -euo
-//! pipefail` in a scratch directory laid out like the repository (`target/debug/vmcp`,
-//! `.peers`, `tests`), each with the documented port 4483 replaced by a free one (in
-//! the text, and as `VMCP_PORT` for `vmcp serve`) so tests can run in parallel, in a
-//! process group that is killed afterwards.
+//! Every shell block is marked. A block fenced ```` ```sh test ```` runs on its own,
+//! one fenced ```` ```sh test-with-server ```` runs while `vmcp serve` (the embedded
+//! default) is up, and ```` ```yaml file=NAME ```` is saved as `NAME` first. A block
+//! that is not run here (a release build, the whole suite, a fragment) is fenced
+//! ```` ```sh no-test REASON ````; an unmarked shell block fails
+//! [`every_shell_block_in_the_docs_is_run_or_marked`]. A `#> text` line in a block is
+//! text its output must contain. Blocks run with `bash -euo pipefail` in a scratch
+//! directory laid out like the repository (`target/debug/vmcp`, `.peers`, `tests`),
+//! each with the documented port 4483 replaced by a free one (in the text, and as
+//! `VMCP_PORT` for `vmcp serve`) so tests can run in parallel, in a process group
+//! that is killed afterwards.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,7 +29,14 @@ enum Kind {
     Alone,
     WithServer,
     File(String),
+    /// `sh no-test REASON`: shown, not run.
+    NotRun,
+    /// A shell block with none of the marks (or `no-test` without a reason).
+    Unmarked,
 }
+
+/// The fence languages that are shell.
+const SHELLS: &[&str] = &["sh", "bash", "shell", "console", "zsh"];
 
 #[derive(Debug)]
 struct Block {
@@ -56,6 +66,8 @@ fn marked_blocks(markdown: &str) -> Vec<Block> {
                 let kind = match info.split_whitespace().collect::<Vec<_>>()[..] {
                     ["sh", "test"] => Some(Kind::Alone),
                     ["sh", "test-with-server"] => Some(Kind::WithServer),
+                    ["sh", "no-test", _, ..] => Some(Kind::NotRun),
+                    [shell, ..] if SHELLS.contains(&shell) => Some(Kind::Unmarked),
                     [_, file] => file
                         .strip_prefix("file=")
                         .map(|name| Kind::File(name.to_owned())),
@@ -118,25 +130,86 @@ async fn run(dir: &Path, script: &str, port: &str) -> (bool, String, String) {
     output.unwrap_or_else(|_| (false, String::new(), "timed out after 60s".to_owned()))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readme_shell_blocks_work_as_written() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    let blocks = marked_blocks(&readme);
-    let dir = scratch();
-    for block in &blocks {
-        if let Kind::File(name) = &block.kind {
-            std::fs::write(dir.join(name), &block.text).unwrap();
+/// The README and the pages under `docs/`, each with its path for messages.
+fn documents() -> Vec<(String, String)> {
+    let root = repo_root();
+    let mut paths = vec![root.join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let shown = path.strip_prefix(&root).unwrap().display().to_string();
+            (shown, text)
+        })
+        .collect()
+}
+
+#[test]
+fn every_shell_block_in_the_docs_is_run_or_marked() {
+    let mut unmarked = Vec::new();
+    let mut repeated = Vec::new();
+    for (path, text) in documents() {
+        for block in marked_blocks(&text) {
+            if block.kind == Kind::Unmarked {
+                unmarked.push(format!("{path} line {}", block.line));
+            }
+        }
+        // A reference section per configuration key: a key's heading (in backticks)
+        // appears once in a page.
+        let mut seen = std::collections::HashSet::new();
+        for heading in text
+            .lines()
+            .filter(|l| l.starts_with('#') && l.contains('`'))
+        {
+            if !seen.insert(heading) {
+                repeated.push(format!("{path}: {heading}"));
+            }
         }
     }
-    let runnable: Vec<&Block> = blocks
-        .iter()
-        .filter(|b| !matches!(b.kind, Kind::File(_)))
-        .collect();
     assert!(
-        runnable.len() >= 5,
-        "the README's marked blocks were found: {blocks:#?}"
+        unmarked.is_empty(),
+        "shell blocks neither run (`sh test`, `sh test-with-server`) nor marked \
+         `sh no-test REASON`:\n{}",
+        unmarked.join("\n")
     );
-    for block in runnable {
+    assert!(
+        repeated.is_empty(),
+        "sections written twice:\n{}",
+        repeated.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_docs_shell_blocks_work_as_written() {
+    let dir = scratch();
+    let mut runnable = Vec::new();
+    let mut in_readme = 0;
+    for (path, text) in documents() {
+        let blocks = marked_blocks(&text);
+        for block in &blocks {
+            if let Kind::File(name) = &block.kind {
+                std::fs::write(dir.join(name), &block.text).unwrap();
+            }
+        }
+        for block in blocks {
+            if matches!(block.kind, Kind::Alone | Kind::WithServer) {
+                in_readme += usize::from(path == "README.md");
+                runnable.push((path.clone(), block));
+            }
+        }
+    }
+    assert!(
+        in_readme >= 5,
+        "the README's marked blocks were found: {runnable:#?}"
+    );
+    for (path, block) in runnable {
         let server = match block.kind {
             Kind::WithServer => Some(Serve::new().start().await),
             _ => None,
@@ -148,7 +221,7 @@ async fn the_readme_shell_blocks_work_as_written() {
         let script = block.text.replace(DOCUMENTED_PORT, &port);
         let (ok, stdout, stderr) = run(&dir, &script, &port).await;
         drop(server);
-        let at = format!("README.md line {}", block.line);
+        let at = format!("{path} line {}", block.line);
         assert!(
             ok,
             "{at} failed:\n{script}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"

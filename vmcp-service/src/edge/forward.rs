@@ -10,7 +10,6 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ResultType, ServerResult,
 };
 use serde::Deserialize;
-use serde_json::Value;
 use tokio::time::Instant;
 use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
@@ -203,23 +202,13 @@ impl Edge {
     pub(super) async fn complete(
         &self,
         catalog: &Catalog,
-        parsed: &ParsedMcpRequest,
+        params: Option<Box<CompleteRequestParams>>,
         legacy: bool,
         origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
-        // rmcp would refuse params that do not read as `CompleteRequestParams`; only
-        // well-formed ones were admitted, but a failure here is still answered as rmcp
-        // answers malformed params.
-        let params: CompleteRequestParams =
-            serde_json::from_value(Value::Object(parsed.params_rest.clone())).map_err(|e| {
-                ErrorData::invalid_params(
-                    format!(
-                        "invalid completion params: {}",
-                        vmcp_layers::shown::shown(e)
-                    ),
-                    None,
-                )
-            })?;
+        // `admit` read the params (a completion is admitted only when they read).
+        let params = *params
+            .ok_or_else(|| ErrorData::invalid_params("invalid completion/complete params", None))?;
         let Some(Routed { backend, params }) = router::route_completion(catalog, params)? else {
             return Ok(ServerResult::CompleteResult(CompleteResult::new(
                 CompletionInfo::default(),

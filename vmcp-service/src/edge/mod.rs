@@ -27,7 +27,9 @@
 //!   event streams without weights, a JSON `Content-Type`, the body within rmcp's
 //!   limit;
 //! - the params hold nothing the fast path does not read (no `task`, no MRTR
-//!   `inputResponses`/`requestState`, only `cursor` on lists);
+//!   `inputResponses`/`requestState`, only `cursor` on lists), and what it reads
+//!   has the type rmcp reads (a completion's params read as rmcp's, with
+//!   [`crate::params`]); malformed params are the handler's to refuse;
 //! - the target is known and served by a 2026-07-28 backend (the direct path), a
 //!   tool's schema promotes no argument to an `Mcp-Param-*` header, and lists are
 //!   not filtered per caller.
@@ -143,6 +145,8 @@ pub(crate) struct Edge {
 pub(crate) struct Admitted {
     verb: Verb,
     id: NumberOrString,
+    /// A completion's params, read as rmcp reads them.
+    completion: Option<Box<rmcp::model::CompleteRequestParams>>,
     parsed: Arc<ParsedMcpRequest>,
     tasks: bool,
     calls: Option<BackendCalls>,
@@ -227,6 +231,15 @@ impl Edge {
         let extensions = req.extensions();
         let catalog = self.aggregator.catalog();
         let no_extra = parsed.params_rest.is_empty();
+        let completion = match verb {
+            Verb::Complete => crate::params::request::<rmcp::model::CompleteRequest>(
+                &parsed.method,
+                Some(&Value::Object(parsed.params_rest.clone())),
+            )
+            .ok()
+            .map(|request| Box::new(request.params)),
+            _ => None,
+        };
         let known = match verb {
             Verb::CallTool => {
                 no_extra
@@ -256,10 +269,12 @@ impl Edge {
                     })
             }
             // The parse took the prompt's name or the resource's URI from `ref` (that
-            // is what the completion is authorized as); `ref` itself stays in the
-            // params and is forwarded as sent.
+            // is what the completion is authorized as) and left the rest, which must
+            // read as rmcp reads it (`argument`, `context`): malformed params go to
+            // the handler, which answers them as it answers every verb's.
             Verb::Complete => {
                 parsed.arguments.is_none()
+                    && completion.is_some()
                     && match (parsed.name.as_deref(), parsed.uri.as_deref()) {
                         (Some(name), None) => catalog
                             .prompt(name)
@@ -284,6 +299,7 @@ impl Edge {
         known.then(|| Admitted {
             verb,
             id,
+            completion,
             parsed: parsed.clone(),
             tasks,
             calls: extensions.get::<BackendCalls>().cloned(),
@@ -325,6 +341,7 @@ impl Edge {
         let Admitted {
             verb,
             id,
+            completion,
             parsed,
             tasks,
             calls,
@@ -372,7 +389,7 @@ impl Edge {
                             self.read_resource(&catalog, &parsed, calls, filtered, legacy, origin)
                                 .await
                         }
-                        _ => self.complete(&catalog, &parsed, legacy, origin).await,
+                        _ => self.complete(&catalog, completion, legacy, origin).await,
                     };
                     typed.map(Answer::Typed)
                 };
