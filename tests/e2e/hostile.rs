@@ -287,10 +287,11 @@ async fn params_of_the_wrong_type_are_invalid_params_not_an_unknown_method() {
                 "{mode} {case}: {} {:?}",
                 reply.status, reply.body
             );
-            assert_eq!(
-                reply.body["error"]["message"],
-                format!("invalid params for {method}"),
-                "{mode} {case}"
+            // The reason after the colon is serde's, bounded (it may quote input).
+            let message = reply.body["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                message.starts_with(&format!("invalid params for {method}")),
+                "{mode} {case}: {message}"
             );
         }
         // A method that does not exist is still -32601, naming it.

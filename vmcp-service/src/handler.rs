@@ -526,24 +526,6 @@ impl ServerHandler for VmcpHandler {
         result.result_type = Some(ResultType::COMPLETE);
         Ok(result)
     }
-
-    /// rmcp hands a request here when its params did not read as its method's
-    /// (see `params`): -32602 for a method it knows, "method not found" otherwise.
-    async fn on_custom_request(
-        &self,
-        request: rmcp::model::CustomRequest,
-        _ctx: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        Err(
-            crate::params::invalid(&request.method, request.params.as_ref()).unwrap_or_else(|| {
-                ErrorData::new(
-                    rmcp::model::ErrorCode::METHOD_NOT_FOUND,
-                    request.method,
-                    None,
-                )
-            }),
-        )
-    }
 }
 
 #[cfg(test)]

@@ -33,8 +33,16 @@ pub(crate) fn request<T: DeserializeOwned>(
     if let Some(params) = params {
         members.insert("params".to_owned(), params.clone());
     }
-    serde_json::from_value(Value::Object(members))
-        .map_err(|e| ErrorData::invalid_params(format!("invalid {method} params: {e}"), None))
+    serde_json::from_value(Value::Object(members)).map_err(|e| {
+        // serde's reason may quote the client's input: shown bounded and escaped.
+        ErrorData::invalid_params(
+            format!(
+                "invalid params for {method}: {}",
+                vmcp_layers::shown::shown(e)
+            ),
+            None,
+        )
+    })
 }
 
 /// The -32602 answering `params` when they do not read as what rmcp reads for

@@ -117,6 +117,15 @@ impl Admission for Nothing {
     fn tool(&self, _: &str, _: Option<&str>, _: &ToolAnnotations) -> bool {
         false
     }
+    fn tool_call(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: &ToolAnnotations,
+        _: &serde_json::Map<String, serde_json::Value>,
+    ) -> bool {
+        false
+    }
     fn prompt(&self, _: &str, _: Option<&str>) -> bool {
         false
     }

@@ -207,8 +207,9 @@ impl Edge {
         origin: Origin,
     ) -> Result<ServerResult, ErrorData> {
         // `admit` read the params (a completion is admitted only when they read).
-        let params = *params
-            .ok_or_else(|| ErrorData::invalid_params("invalid completion/complete params", None))?;
+        let params = *params.ok_or_else(|| {
+            ErrorData::invalid_params("invalid params for completion/complete", None)
+        })?;
         let Some(Routed { backend, params }) = router::route_completion(catalog, params)? else {
             return Ok(ServerResult::CompleteResult(CompleteResult::new(
                 CompletionInfo::default(),

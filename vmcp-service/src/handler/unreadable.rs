@@ -33,9 +33,13 @@ const TYPED: &[&str] = &[
 
 /// The answer to a request rmcp handed over as custom: `-32602` for a method it
 /// knows (its params did not fit), `-32601` naming the method otherwise.
+/// `crate::params` says why where it has the method's type; the rest of rmcp's
+/// typed methods get the same message without the reason.
 pub(super) fn answer(request: &CustomRequest) -> ErrorData {
     let method = request.method.as_str();
-    if TYPED.contains(&method) {
+    if let Some(invalid) = crate::params::invalid(method, request.params.as_ref()) {
+        invalid
+    } else if TYPED.contains(&method) {
         ErrorData::invalid_params(format!("invalid params for {method}"), None)
     } else {
         ErrorData::new(
