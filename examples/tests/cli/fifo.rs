@@ -68,7 +68,11 @@ async fn a_sighup_onto_a_fifo_is_refused_and_later_reloads_work() {
     })
     .await;
     assert!(refused, "the FIFO is refused within 10 s");
-    assert_eq!(session.tools().await, ["a_x"], "the old configuration stays");
+    assert_eq!(
+        session.tools().await,
+        ["a_x"],
+        "the old configuration stays"
+    );
 
     // The next SIGHUP is still answered.
     std::fs::remove_file(&path).unwrap();

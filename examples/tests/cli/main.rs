@@ -6,6 +6,7 @@
 mod commands;
 mod config_ux;
 mod fifo;
+mod origins;
 mod outgoing_auth;
 mod readme;
 mod serve;
