@@ -42,6 +42,10 @@ enum Command {
         /// Extra `Host` header values to accept (DNS-rebinding protection allows loopback only).
         #[arg(long = "allowed-host")]
         allowed_hosts: Vec<String>,
+        /// Extra browser `Origin`s to accept at /mcp (`https://app.example`), added to
+        /// the configuration's `allowedOrigins` (loopback origins always pass).
+        #[arg(long = "allowed-origin")]
+        allowed_origins: Vec<String>,
         /// Serve the read-only status page at /ui (as `ui: {enabled: true}` does).
         #[arg(long)]
         ui: bool,
@@ -139,19 +143,38 @@ async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
             host,
             port,
             allowed_hosts,
+            allowed_origins,
             ui,
-        } => serve(config, host, port, allowed_hosts, logging, ui).await,
+        } => {
+            let flags = Flags {
+                allowed_hosts,
+                allowed_origins,
+                ui,
+            };
+            serve(config, host, port, flags, logging).await
+        }
     }
+}
+
+/// `vmcp serve` flags that add to the configuration file.
+struct Flags {
+    allowed_hosts: Vec<String>,
+    allowed_origins: Vec<String>,
+    ui: bool,
 }
 
 async fn serve(
     config_path: Option<PathBuf>,
     host: IpAddr,
     port: u16,
-    mut allowed_hosts: Vec<String>,
+    flags: Flags,
     logging: Logging,
-    ui: bool,
 ) -> anyhow::Result<()> {
+    let Flags {
+        mut allowed_hosts,
+        allowed_origins,
+        ui,
+    } = flags;
     let (mut config, _demo) = match &config_path {
         Some(path) => {
             let loaded = load_file(path)?;
@@ -172,11 +195,10 @@ async fn serve(
         allowed_hosts.push(host.to_string());
     }
     config.ui.enabled |= ui;
-    if config
-        .incoming_auth
-        .as_ref()
-        .is_none_or(|a| a.oidc.is_none())
-    {
+    config
+        .allowed_origins
+        .extend(allowed_origins.iter().cloned());
+    if config.incoming_auth.as_ref().is_none_or(|a| !a.is_oidc()) {
         // Without a token there is no identity to bind a 2025-11-25 session to.
         tracing::warn!(
             "no incomingAuth oidc: a Legacy Mcp-Session-Id alone grants its session; treat session ids as bearer secrets"
@@ -213,7 +235,7 @@ async fn serve(
     };
     let app = mcp.merge(gateway.status_router_with_hosts(allowed_hosts.clone()));
     if let Some(path) = config_path {
-        tokio::spawn(reload_on_sighup(gateway.clone(), path));
+        tokio::spawn(reload_on_sighup(gateway.clone(), path, allowed_origins));
     }
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(host, port)).await?;
     let addr = listener.local_addr()?;
@@ -250,29 +272,61 @@ async fn serve(
     Ok(())
 }
 
+/// How long a SIGHUP waits for the configuration file to be read and checked (a
+/// file on a hung network mount; a FIFO is refused without waiting).
+const RELOAD_READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Re-read the configuration file on SIGHUP and apply it without a restart. A file
-/// that does not validate is refused (logged) and the running configuration kept.
+/// that does not validate, or is not read within [`RELOAD_READ_LIMIT`], is refused
+/// (logged) and the running configuration kept; later SIGHUPs are still answered.
 #[cfg(unix)]
-async fn reload_on_sighup(gateway: std::sync::Arc<Vmcp>, path: PathBuf) {
+async fn reload_on_sighup(
+    gateway: std::sync::Arc<Vmcp>,
+    path: PathBuf,
+    allowed_origins: Vec<String>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
+    use vmcp_service::config::ConfigError;
     let Ok(mut hup) = signal(SignalKind::hangup()) else {
         tracing::warn!("cannot listen for SIGHUP; configuration reload is off");
         return;
     };
+    // A read that outlived its limit: while it has not returned, SIGHUPs are refused
+    // rather than piling up blocked threads.
+    let mut stuck: Option<tokio::task::JoinHandle<Result<Loaded, ConfigError>>> = None;
     while hup.recv().await.is_some() {
-        // Parsing blocks: off the runtime, so in-flight requests are not held up.
-        let file = path.clone();
-        let loaded = tokio::task::spawn_blocking(move || load_file(&file))
-            .await
-            .unwrap_or_else(|e| {
-                Err(vmcp_service::config::ConfigError::Io {
-                    path: path.clone(),
-                    source: std::io::Error::other(e),
-                })
-            });
+        let io = |source: std::io::Error| ConfigError::Io {
+            path: path.clone(),
+            source,
+        };
+        let loaded = if stuck.as_ref().is_some_and(|read| !read.is_finished()) {
+            Err(io(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "an earlier read of it has not returned yet",
+            )))
+        } else {
+            // Parsing blocks: off the runtime, so in-flight requests are not held up.
+            let file = path.clone();
+            let mut read = tokio::task::spawn_blocking(move || load_file(&file));
+            match tokio::time::timeout(RELOAD_READ_LIMIT, &mut read).await {
+                Ok(joined) => joined.unwrap_or_else(|e| Err(io(std::io::Error::other(e)))),
+                Err(_) => {
+                    stuck = Some(read);
+                    Err(io(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("not read within {}s", RELOAD_READ_LIMIT.as_secs()),
+                    )))
+                }
+            }
+        };
         match loaded {
-            Ok(loaded) => {
+            Ok(mut loaded) => {
                 report_ignored(&loaded);
+                // The command line's origins stay allowed.
+                loaded
+                    .config
+                    .allowed_origins
+                    .extend(allowed_origins.iter().cloned());
                 // A refusal is logged (and audited) by `reload`; the old stack serves on.
                 let _ = gateway.reload(loaded.config).await;
             }
@@ -285,7 +339,7 @@ async fn reload_on_sighup(gateway: std::sync::Arc<Vmcp>, path: PathBuf) {
 }
 
 #[cfg(not(unix))]
-async fn reload_on_sighup(_: std::sync::Arc<Vmcp>, _: PathBuf) {}
+async fn reload_on_sighup(_: std::sync::Arc<Vmcp>, _: PathBuf, _: Vec<String>) {}
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();

@@ -2,7 +2,9 @@
 //! and `/ui/events` want the `/mcp` bearer token (401 without; `/health` and
 //! `/readyz` stay open; `status.requireAuth: false` opens them again), the
 //! protected-resource metadata takes its `resource` from a valid Host only, and
-//! `notifications/initialized` is audited as a success.
+//! `notifications/initialized` is audited as a success. A reload moves the status
+//! routes to the reloaded OIDC settings, and an invalid configuration given to
+//! `Vmcp::reload` is refused.
 
 use serde_json::json;
 use vmcp_examples::demo::{DemoSpec, spawn};
@@ -13,7 +15,7 @@ use vmcp_tests::idp::{Idp, SigningKey};
 struct Served {
     base: String,
     _stop: tokio_util::sync::CancellationToken,
-    _vmcp: vmcp_service::Vmcp,
+    vmcp: vmcp_service::Vmcp,
 }
 
 /// The bundled server's routes: the layer stack at `/mcp` plus the status routes.
@@ -29,7 +31,7 @@ async fn serve(yaml: &str) -> Served {
     Served {
         base: format!("http://{addr}"),
         _stop: stop,
-        _vmcp: vmcp,
+        vmcp,
     }
 }
 
@@ -389,4 +391,58 @@ async fn metrics_follow_require_auth() {
     ));
     let error = refused.expect_err("operators without oidc").to_string();
     assert!(error.contains("status.operators"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_moves_the_status_routes_to_the_new_issuer_and_refuses_invalid_configs() {
+    let (key_a, key_b) = (SigningKey::generate("a1"), SigningKey::generate("b1"));
+    let (idp_a, idp_b) = (Idp::start(&[&key_a]).await, Idp::start(&[&key_b]).await);
+    let gh = spawn(DemoSpec::new("gh", &["echo"]), 0).await.unwrap();
+    let served = serve(&yaml(&gh.url(), &idp_a.issuer, "")).await;
+    let status = format!("{}/status", served.base);
+    let token_a = key_a.sign(&idp_a.claims("alice", json!({})));
+    let token_b = key_b.sign(&idp_b.claims("alice", json!({})));
+    assert_eq!(get(&status, Some(&token_a), None).await.0, 200);
+    assert_eq!(get(&status, Some(&token_b), None).await.0, 401);
+
+    let reloaded = config(&yaml(&gh.url(), &idp_b.issuer, ""));
+    served.vmcp.reload(reloaded.clone()).await.expect("reload");
+    assert_eq!(
+        get(&status, Some(&token_a), None).await.0,
+        401,
+        "the old issuer's token after the reload"
+    );
+    assert_eq!(get(&status, Some(&token_b), None).await.0, 200);
+
+    // An embedder's invalid configuration is refused as a whole, with the messages
+    // `vmcp validate` gives; the running one stays.
+    let mut invalid = reloaded.clone();
+    invalid.aggregation.page_size = Some(5000);
+    let error = served
+        .vmcp
+        .reload(invalid)
+        .await
+        .expect_err("an invalid configuration is refused");
+    assert!(
+        matches!(error, vmcp_service::ReloadError::InvalidConfig(_)),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("aggregation.pageSize must be between 1 and 1000 (got 5000)"),
+        "{error}"
+    );
+    assert_eq!(served.vmcp.aggregator().config().page_size(), 1000);
+    assert_eq!(get(&status, Some(&token_a), None).await.0, 401);
+    assert_eq!(get(&status, Some(&token_b), None).await.0, 200);
+
+    // `status.requireAuth: false` reloaded opens the routes.
+    let open = config(&yaml(
+        &gh.url(),
+        &idp_b.issuer,
+        "status: {requireAuth: false}\n",
+    ));
+    served.vmcp.reload(open).await.expect("reload");
+    assert_eq!(get(&status, None, None).await.0, 200);
 }

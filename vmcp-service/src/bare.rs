@@ -3,9 +3,10 @@
 //!
 //! - `Origin` (DNS rebinding, required by the MCP transport spec): with no allowed
 //!   origins configured in rmcp's `StreamableHttpServerConfig`, only loopback
-//!   origins (`http(s)://localhost`, `127.0.0.1`, `[::1]`, any port) pass; a request
+//!   origins (`http(s)://localhost`, `127.0.0.1`, `[::1]`, any port) and those of
+//!   the configuration's `allowedOrigins` (as of the last reload) pass; a request
 //!   without `Origin` (any non-browser client) passes. Refused: 403. With an
-//!   explicit list, rmcp enforces that list itself.
+//!   explicit rmcp list, rmcp enforces that list itself.
 //! - A POST body is decoded once with [`ParsedMcpRequest::parse`]: malformed JSON
 //!   is HTTP 400 with -32700; a batch, a non-object, a duplicate key or an id that is
 //!   not a string or integer is HTTP 400 with -32600 (rmcp would answer 415 with
@@ -79,11 +80,14 @@ fn is_port(suffix: &str) -> bool {
         .is_ok()
 }
 
-fn origin_refused(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::ORIGIN)
-        .iter()
-        .any(|origin| !origin.to_str().is_ok_and(is_loopback_origin))
+/// Whether an `Origin` is neither loopback nor one `allowed` accepts (asked only for
+/// the rare browser request from elsewhere).
+fn origin_refused(headers: &HeaderMap, allowed: impl Fn(&str) -> bool) -> bool {
+    headers.get_all(header::ORIGIN).iter().any(|origin| {
+        !origin
+            .to_str()
+            .is_ok_and(|o| is_loopback_origin(o) || allowed(&o.to_ascii_lowercase()))
+    })
 }
 
 fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
@@ -106,16 +110,18 @@ fn error(status: StatusCode, code: i64, message: &str) -> Response<Body> {
 }
 
 /// Apply the checks; the request with its body buffered and, for a POST, its one
-/// parse (which the fast path reuses), or the refusal.
+/// parse (which the fast path reuses), or the refusal. `allowed` says whether a
+/// non-loopback `Origin` (lower-case) is configured.
 pub(crate) async fn check<B>(
     checks: &BareChecks,
+    allowed: impl Fn(&str) -> bool,
     req: Request<B>,
 ) -> Result<(Request<Full<Bytes>>, Option<ParsedMcpRequest>), Response<Body>>
 where
     B: http_body::Body + Send + 'static,
     B::Error: std::fmt::Display,
 {
-    if checks.loopback_origins_only && origin_refused(req.headers()) {
+    if checks.loopback_origins_only && origin_refused(req.headers(), allowed) {
         return Err(error(
             StatusCode::FORBIDDEN,
             INVALID_REQUEST,

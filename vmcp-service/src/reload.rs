@@ -24,6 +24,13 @@ pub enum ReloadError {
     /// an audit file that cannot be opened, …).
     #[error("the new layer stack cannot be built: {0}")]
     Layers(#[from] StackError),
+    /// The configuration is invalid: the same errors, naming the same fields, as
+    /// [`config::validate`](crate::config::validate) (and `vmcp validate`).
+    #[error(transparent)]
+    InvalidConfig(#[from] crate::config::ConfigError),
+    /// The status routes' authentication cannot be built (the OIDC CA bundle).
+    #[error("the status routes' authentication cannot be built: {0}")]
+    StatusAuth(vmcp_layers::tls::TlsError),
 }
 
 /// Puts the layers around the MCP service (always the same one, so sessions live
@@ -65,13 +72,24 @@ pub(crate) fn build(
         config.telemetry.as_ref().filter(|_| kept.is_none()),
         config.name.as_deref(),
     )?
-    .headers(headers)
+    .headers(with_origins(headers, config))
     .metrics_access(config.metrics_access())
     .provider(Arc::new(CatalogProvider(aggregator.clone())));
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);
     }
     Ok(wrap(builder))
+}
+
+/// `headers` also accepting the configuration's `allowedOrigins`.
+pub(crate) fn with_origins(
+    mut headers: HeaderValidationLayer,
+    config: &VmcpConfig,
+) -> HeaderValidationLayer {
+    for origin in &config.allowed_origins {
+        headers = headers.allow_origin(origin.clone());
+    }
+    headers
 }
 
 /// The first stack of a slot.

@@ -17,7 +17,7 @@ use crate::config::{ConfigError, StackError, Strategy, VmcpConfig, stack_builder
 use crate::handler::VmcpHandler;
 use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
-use crate::status::{LoggingReporter, StatusReporter};
+use crate::status::{LoggingReporter, StatusAuth, StatusReporter};
 
 mod endpoint;
 
@@ -53,6 +53,8 @@ pub struct Vmcp {
     shutdown: CancellationToken,
     /// The stack [`Vmcp::reloadable_stack`] serves, rebuilt by [`Vmcp::reload`].
     layers: std::sync::Mutex<Option<crate::reload::LayerSlot>>,
+    /// The status routes' authentication, swapped by [`Vmcp::reload`].
+    status_auth: StatusAuth,
 }
 
 impl Vmcp {
@@ -72,6 +74,12 @@ impl Vmcp {
         reporters: Vec<Arc<dyn StatusReporter>>,
     ) -> Result<Self, StartError> {
         crate::config::validate(&config)?;
+        // Built once here: every status router shares it, and a reload swaps it.
+        let status_auth = StatusAuth::new(status_auth(&config).map(|auth| {
+            auth.map_err(|e| {
+                tracing::error!("status routes refused: their authentication failed to build: {e}");
+            })
+        }));
         let report_every = config
             .operational
             .failure_handling
@@ -116,6 +124,7 @@ impl Vmcp {
             sessions,
             shutdown,
             layers: std::sync::Mutex::new(None),
+            status_auth,
         })
     }
 
@@ -189,16 +198,10 @@ impl Vmcp {
     /// names (loopback names always pass; anything else is 403).
     pub fn status_router_with_hosts(&self, hosts: Vec<String>) -> axum::Router {
         let config = self.aggregator.config();
-        let auth = config.status_requires_auth().then(|| {
-            let incoming = config.incoming_auth.clone().unwrap_or_default();
-            incoming.auth_layer().map_err(|e| {
-                tracing::error!("status routes refused: their authentication failed to build: {e}");
-            })
-        });
         let guard = crate::status::Guard {
             scope: Arc::new(crate::status_view::Scope::new(self.aggregator.clone())),
             hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
-            auth,
+            auth: self.status_auth.clone(),
         };
         let status = crate::status::router(self.aggregator.clone(), &guard);
         if config.ui.enabled {
@@ -215,12 +218,39 @@ impl Vmcp {
     /// are (re)connected, removed ones are closed, unchanged ones keep their
     /// connections, and live client sessions stay open and are told what changed.
     ///
-    /// With a [`Vmcp::reloadable_stack`], its layers (`incomingAuth` with the Cedar
-    /// policies, `audit`, `telemetry`) are rebuilt from `config` first; if that
-    /// fails, nothing is applied ([`ReloadError`](crate::ReloadError)) and the old
-    /// stack keeps serving. New requests then run under the new stack; requests in
-    /// flight finish under the old one. The audit log records the reload.
+    /// `config` is validated first, as by [`Vmcp::start`]; an invalid one is
+    /// refused ([`ReloadError::InvalidConfig`](crate::ReloadError::InvalidConfig))
+    /// and nothing is applied. Then everything checked at the door is rebuilt from
+    /// it before anything is applied: the status routes' authentication
+    /// (`incomingAuth`, `status.requireAuth`) and, with a
+    /// [`Vmcp::reloadable_stack`], its layers (`incomingAuth` with the Cedar
+    /// policies, `audit`, `telemetry`). If any fails to build, nothing is applied
+    /// ([`ReloadError`](crate::ReloadError)) and the old ones keep serving. New
+    /// requests then run under the new ones; requests in flight finish under the
+    /// old. The audit log records the reload.
     pub async fn reload(&self, config: VmcpConfig) -> Result<(), crate::ReloadError> {
+        if let Err(error) = crate::config::validate(&config) {
+            self.record_refused_reload();
+            tracing::error!("configuration reload refused: {error}");
+            return Err(error.into());
+        }
+        // An unchanged section keeps its validator (and the keys it fetched).
+        let old = self.aggregator.config();
+        let same_status_auth = old.status_requires_auth() == config.status_requires_auth()
+            && serde_json::to_value(&old.incoming_auth).ok()
+                == serde_json::to_value(&config.incoming_auth).ok();
+        let status_auth = if same_status_auth {
+            None
+        } else {
+            match status_auth(&config).transpose() {
+                Ok(auth) => Some(auth),
+                Err(error) => {
+                    self.record_refused_reload();
+                    tracing::error!("configuration reload refused: {error}");
+                    return Err(crate::ReloadError::StatusAuth(error));
+                }
+            }
+        };
         let stack = {
             let slot = self.layers.lock().unwrap_or_else(|e| e.into_inner());
             match slot.as_ref() {
@@ -291,6 +321,9 @@ impl Vmcp {
                 report.unresolved
             );
         }
+        if let Some(auth) = status_auth {
+            self.status_auth.replace(auth.map(Ok));
+        }
         if let Some((switch, stack)) = stack {
             if let Some(audit) = stack.audit() {
                 audit.record_event("config_reload", "success", "reload");
@@ -346,7 +379,7 @@ impl Vmcp {
             config.telemetry.as_ref(),
             config.name.as_deref(),
         )?
-        .headers(headers)
+        .headers(crate::reload::with_origins(headers, &config))
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
         Ok(builder.build(self.service_with(http)))
@@ -382,6 +415,20 @@ impl Vmcp {
         *self.layers.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
         Ok(switch)
     }
+}
+
+/// The authentication the status routes require under `config`: the `/mcp`
+/// bearer check when `status.requireAuth` (default with `incomingAuth: oidc`).
+fn status_auth(
+    config: &VmcpConfig,
+) -> Option<Result<vmcp_layers::auth::AuthLayer, vmcp_layers::tls::TlsError>> {
+    config.status_requires_auth().then(|| {
+        config
+            .incoming_auth
+            .clone()
+            .unwrap_or_default()
+            .auth_layer()
+    })
 }
 
 impl Drop for Vmcp {

@@ -18,6 +18,7 @@ use axum::routing::get;
 use serde::Serialize;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+use vmcp_layers::auth::AuthLayer;
 
 use crate::aggregator::Aggregator;
 use crate::backend::BackendEventKind;
@@ -113,11 +114,10 @@ impl Status {
                     name: b.name().to_string(),
                     health: health.status,
                     transport: b.config().transport().as_str(),
-                    auth_type: match aggregator.registry().outgoing_auth(b.name()) {
-                        Some(s) if s.kind == "header_injection" => "header_injection",
-                        Some(s) if s.kind == "token_exchange" => "token_exchange",
-                        _ => "unauthenticated",
-                    },
+                    auth_type: aggregator
+                        .registry()
+                        .outgoing_auth(b.name())
+                        .map_or("unauthenticated", |s| s.kind()),
                     mcp_revision: b.revision().map(|r| r.as_str()),
                     last_check: health
                         .last_check
@@ -257,6 +257,28 @@ pub(crate) fn router(aggregator: Arc<Aggregator>, guard: &Guard) -> axum::Router
         .with_state(aggregator)
 }
 
+/// The authentication the routes naming backends require: none, a bearer-token
+/// layer, or `Err` when it could not be built (then they answer 503 rather than
+/// open). Shared by every router built from it; [`Vmcp::reload`](crate::Vmcp::reload)
+/// swaps it together with the layer stack, so the status routes follow the
+/// reloaded `incomingAuth` and `status.requireAuth`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StatusAuth(Arc<std::sync::RwLock<Option<Result<AuthLayer, ()>>>>);
+
+impl StatusAuth {
+    pub(crate) fn new(auth: Option<Result<AuthLayer, ()>>) -> Self {
+        Self(Arc::new(std::sync::RwLock::new(auth)))
+    }
+
+    pub(crate) fn replace(&self, auth: Option<Result<AuthLayer, ()>>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = auth;
+    }
+
+    fn current(&self) -> Option<Result<AuthLayer, ()>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// What the routes naming backends (`/status`, `/ui`, `/ui/events`) check: the
 /// `Host` (403), then, when `status.requireAuth`, the `/mcp` bearer token (401).
 /// Each request then carries its [`Viewer`]: what that caller may see.
@@ -266,9 +288,8 @@ pub(crate) struct Guard {
     pub(crate) scope: Arc<Scope>,
     /// Allowed `Host` names besides loopback (lower-case, no port).
     pub(crate) hosts: Arc<[String]>,
-    /// The authentication required, if any; `Err` when it could not be built (then
-    /// the routes answer 503 rather than open).
-    pub(crate) auth: Option<Result<vmcp_layers::auth::AuthLayer, ()>>,
+    /// The authentication required, read per request.
+    pub(crate) auth: StatusAuth,
 }
 
 impl Guard {
@@ -291,22 +312,43 @@ impl Guard {
                 next.run(request)
             },
         ));
-        let router = match &self.auth {
-            None => router,
-            Some(Ok(auth)) => router.route_layer(auth.clone()),
-            Some(Err(())) => router.route_layer(axum::middleware::from_fn(
-                |_: axum::extract::Request, _: axum::middleware::Next| async {
-                    no_store(
-                        (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            "status authentication unavailable",
-                        )
-                            .into_response(),
-                    )
-                },
-            )),
-        };
+        let auth = self.auth.clone();
+        let router = router.route_layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let current = auth.current();
+                async move {
+                    match current {
+                        None => next.run(request).await,
+                        Some(Ok(layer)) => authenticated(layer, next, request).await,
+                        Some(Err(())) => no_store(
+                            (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "status authentication unavailable",
+                            )
+                                .into_response(),
+                        ),
+                    }
+                }
+            },
+        ));
         host_guarded(router, self.hosts.clone())
+    }
+}
+
+/// `request` through `layer` (the `/mcp` authentication) and on to `next`.
+async fn authenticated(
+    layer: AuthLayer,
+    next: axum::middleware::Next,
+    request: axum::extract::Request,
+) -> Response {
+    use tower::{Layer, ServiceExt};
+    let inner = tower::service_fn(move |request: axum::extract::Request| {
+        let next = next.clone();
+        async move { Ok::<_, std::convert::Infallible>(next.run(request).await) }
+    });
+    match layer.layer(inner).oneshot(request).await {
+        Ok(response) => response.into_response(),
+        Err(never) => match never {},
     }
 }
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use vmcp_layers::headers::HeaderValidationLayer;
 use vmcp_service::Vmcp;
 use vmcp_service::config::{
-    AuditConfig, AuthType, AuthzConfig, AuthzType, BackendConfig, IncomingAuthConfig,
+    AuditConfig, AuthzConfig, AuthzType, BackendConfig, IncomingAuth, IncomingAuthConfig,
     TelemetryConfig, VmcpConfig, validate,
 };
 
@@ -43,8 +43,7 @@ async fn main() -> anyhow::Result<()> {
             ..BackendConfig::default()
         }],
         incoming_auth: Some(IncomingAuthConfig {
-            kind: AuthType::Anonymous.into(),
-            oidc: None,
+            auth: IncomingAuth::Anonymous,
             authz: Some(AuthzConfig {
                 kind: AuthzType::Cedar.into(),
                 policies: vec![

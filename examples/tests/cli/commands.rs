@@ -9,7 +9,7 @@ use vmcp_tests::{names, py_client};
 
 use super::serve::{Serve, VMCP};
 
-fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+pub(super) fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("vmcp.yaml");
@@ -20,7 +20,7 @@ fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
 /// Demo backend `a` (tool `x`), a configuration file `stem` naming it, and `vmcp
 /// serve` on that file logging at `info` to the file's `.log` sibling: the start of
 /// the reload tests.
-async fn serve_demo_a(
+pub(super) async fn serve_demo_a(
     stem: &str,
 ) -> (
     vmcp_examples::demo::RunningDemo,

@@ -102,6 +102,55 @@ async fn validate_suggests_the_closest_key() {
     );
 }
 
+/// A `type` and sections that cannot work together do not parse; each is named with
+/// its field, all of them in one run, with the other problems of the file.
+#[tokio::test]
+async fn validate_refuses_auth_types_without_their_sections() {
+    let (ok, _, stderr) = validate(
+        "shapes",
+        r#"
+backends: [{name: gh, url: "ftp://x"}]
+incomingAuth: {type: anonymous, oidc: {issuer: "https://idp.example", audience: vmcp}}
+outgoingAuth:
+  source: inlne
+  default: {type: header_injection, tokenExchange: {tokenUrl: "https://idp.example/token"}}
+  backends:
+    gh:
+      type: unauthenticated
+      headerInjection: {headerName: X-Key, headerValue: k}
+"#,
+    )
+    .await;
+    assert!(!ok);
+    for expected in [
+        r#"incomingAuth.oidc is only used with type "oidc""#,
+        r#"outgoingAuth.source must be "inline" (got "inlne")"#,
+        r#"outgoingAuth.default.headerInjection is required when type is "header_injection""#,
+        r#"outgoingAuth.backends.gh.headerInjection is only used with type "header_injection""#,
+        "backends[0].url must start with http:// or https://",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    let (ok, _, stderr) = validate(
+        "shapes-oidc",
+        "backends: []\nincomingAuth: {type: oidc}\noutgoingAuth: {default: {type: token_exchange, tokenExchange: {tokenUrl: 'https://t', subjectTokenType: saml}}}\n",
+    )
+    .await;
+    assert!(!ok);
+    for expected in [
+        r#"incomingAuth.oidc is required when type is "oidc""#,
+        r#"outgoingAuth.default.tokenExchange.subjectTokenType must be "access_token", "id_token" or "jwt" (got "saml")"#,
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn yaml_syntax_errors_give_line_column_and_text() {
     let (ok, _, stderr) =

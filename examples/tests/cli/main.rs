@@ -5,6 +5,8 @@
 
 mod commands;
 mod config_ux;
+mod fifo;
+mod origins;
 mod outgoing_auth;
 mod readme;
 mod serve;

@@ -103,8 +103,8 @@ impl TokenExchanger {
     pub(crate) fn new(backend: Arc<str>, config: &TokenExchangeConfig) -> Option<Self> {
         let field = format!("outgoingAuth.backends.{backend}.tokenExchange");
         let checked = config
-            .subject_token_type_uri()
-            .and_then(|t| Ok((t, config.client_secret(&field)?)));
+            .client_secret(&field)
+            .map(|secret| (config.subject_token_type_uri(), secret));
         let (subject_type, secret) = match checked {
             Ok(ok) => ok,
             Err(e) => {

@@ -92,9 +92,7 @@ impl BackendRegistry {
                 client.with_credentials(Credentials::Service(exchanger.clone()), factory.clone());
         }
         let per_caller = config.transport() != Transport::Stdio
-            && (strategy
-                .as_ref()
-                .is_some_and(|s| s.kind == "token_exchange")
+            && (strategy.as_ref().is_some_and(|s| s.exchange().is_some())
                 || !self.passthrough().is_empty());
         // Legacy streamable-HTTP backends also get connections per client capability
         // set (`bridge`); stdio and HTTP+SSE ones cannot route a backend's request to

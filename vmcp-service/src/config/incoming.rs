@@ -1,5 +1,6 @@
-//! `incomingAuth:` — how callers authenticate: the YAML model, its validation with
-//! field paths, and the typed view ([`IncomingAuth`]) the stack is built from.
+//! `incomingAuth:` — how callers authenticate: the YAML model, typed when parsed
+//! ([`IncomingAuth`]: an OIDC section exists exactly when `type` is `oidc`, see
+//! [`IncomingShape`]), and its validation with field paths.
 
 use std::time::Duration;
 
@@ -11,19 +12,86 @@ use super::authz::AuthzConfig;
 use super::type_key::TypeKey;
 
 /// `incomingAuth:` — how callers authenticate, and (`authz`) what they may do.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(try_from = "RawIncomingAuth", into = "RawIncomingAuth")]
+pub struct IncomingAuthConfig {
+    /// How callers authenticate (`type`, with `oidc` when it is `oidc`).
+    pub auth: IncomingAuth,
+    /// Authorization policies.
+    pub authz: Option<AuthzConfig>,
+}
+
+// The section as written (the file's shape and the schema's), before `type` and
+// `oidc` are checked against each other.
+/// `incomingAuth:` — how callers authenticate, and (`authz`) what they may do.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct IncomingAuthConfig {
+#[schemars(rename = "IncomingAuthConfig")]
+pub(crate) struct RawIncomingAuth {
     /// `anonymous` or `oidc`.
     #[serde(rename = "type", default)]
     #[schemars(with = "String")]
-    pub kind: TypeKey<AuthType>,
+    pub(crate) kind: TypeKey<AuthType>,
     /// OIDC/JWT settings, required when `type` is `oidc`.
     #[serde(default)]
-    pub oidc: Option<OidcConfig>,
+    pub(crate) oidc: Option<OidcConfig>,
     /// Authorization policies.
     #[serde(default)]
-    pub authz: Option<AuthzConfig>,
+    pub(crate) authz: Option<AuthzConfig>,
+}
+
+/// Why `incomingAuth.type` and its `oidc` section do not fit together. Displayed
+/// relative to the section (`.oidc is required …`), so the loader can put its path
+/// in front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IncomingShape {
+    /// No `type`.
+    #[error(".type is required (\"anonymous\" or \"oidc\")")]
+    MissingType,
+    /// A `type` that is neither.
+    #[error(".type must be \"anonymous\" or \"oidc\" (got {0:?})")]
+    UnknownType(String),
+    /// `type: oidc` without its section.
+    #[error(".oidc is required when type is \"oidc\"")]
+    MissingOidc,
+    /// An `oidc` section under `type: anonymous`.
+    #[error(".oidc is only used with type \"oidc\"")]
+    UnusedOidc,
+}
+
+impl TryFrom<RawIncomingAuth> for IncomingAuthConfig {
+    type Error = IncomingShape;
+
+    fn try_from(raw: RawIncomingAuth) -> Result<Self, IncomingShape> {
+        let auth = match (raw.kind, raw.oidc) {
+            (TypeKey::Missing, _) => return Err(IncomingShape::MissingType),
+            (TypeKey::Unknown(other), _) => return Err(IncomingShape::UnknownType(other)),
+            (TypeKey::Known(AuthType::Anonymous), None) => IncomingAuth::Anonymous,
+            (TypeKey::Known(AuthType::Anonymous), Some(_)) => {
+                return Err(IncomingShape::UnusedOidc);
+            }
+            (TypeKey::Known(AuthType::Oidc), None) => return Err(IncomingShape::MissingOidc),
+            (TypeKey::Known(AuthType::Oidc), Some(oidc)) => IncomingAuth::Oidc(oidc),
+        };
+        Ok(Self {
+            auth,
+            authz: raw.authz,
+        })
+    }
+}
+
+impl From<IncomingAuthConfig> for RawIncomingAuth {
+    fn from(config: IncomingAuthConfig) -> Self {
+        let (kind, oidc) = match config.auth {
+            IncomingAuth::Anonymous => (AuthType::Anonymous, None),
+            IncomingAuth::Oidc(oidc) => (AuthType::Oidc, Some(oidc)),
+        };
+        Self {
+            kind: kind.into(),
+            oidc,
+            authz: config.authz,
+        }
+    }
 }
 
 /// The spellings of `incomingAuth.type`.
@@ -36,14 +104,14 @@ pub enum AuthType {
     Oidc,
 }
 
-/// How callers authenticate, once the section is consistent: an OIDC section
-/// exists exactly when it is used.
-#[derive(Debug, Clone, Copy)]
-pub enum IncomingAuth<'a> {
+/// How callers authenticate: an OIDC section exists exactly when it is used.
+#[derive(Debug, Clone, Default)]
+pub enum IncomingAuth {
     /// Every caller is anonymous.
+    #[default]
     Anonymous,
     /// Bearer JWTs from this issuer.
-    Oidc(&'a OidcConfig),
+    Oidc(OidcConfig),
 }
 
 /// `incomingAuth.oidc:` — the token issuer.
@@ -97,39 +165,28 @@ fn is_loopback_url(url: &str) -> bool {
 }
 
 impl IncomingAuthConfig {
-    /// Check the section; each message names its field (`incomingAuth.oidc.issuer …`).
+    /// Check the section's settings; each message names its field
+    /// (`incomingAuth.oidc.issuer …`). Its shape was checked when it was parsed.
     pub fn validate(&self, errors: &mut Vec<String>) {
-        match (&self.kind, &self.oidc) {
-            (TypeKey::Known(AuthType::Anonymous), _) => {}
-            (TypeKey::Known(AuthType::Oidc), None) => {
-                errors.push("incomingAuth.oidc is required when type is \"oidc\"".into())
-            }
-            (TypeKey::Known(AuthType::Oidc), Some(oidc)) => oidc.validate(errors),
-            (TypeKey::Missing, _) => {
-                errors.push("incomingAuth.type is required (\"anonymous\" or \"oidc\")".into())
-            }
-            (TypeKey::Unknown(other), _) => errors.push(format!(
-                "incomingAuth.type must be \"anonymous\" or \"oidc\" (got {other:?})"
-            )),
+        if let IncomingAuth::Oidc(oidc) = &self.auth {
+            oidc.validate(errors);
         }
         if let Some(authz) = &self.authz {
             authz.validate("incomingAuth.authz", errors);
         }
     }
 
-    /// How callers authenticate; `None` when the section is not consistent (see
-    /// [`IncomingAuthConfig::validate`]).
-    pub fn authentication(&self) -> Option<IncomingAuth<'_>> {
-        match (self.kind.known()?, &self.oidc) {
-            (AuthType::Anonymous, _) => Some(IncomingAuth::Anonymous),
-            (AuthType::Oidc, Some(oidc)) => Some(IncomingAuth::Oidc(oidc)),
-            (AuthType::Oidc, None) => None,
+    /// The OIDC settings, when callers present bearer tokens.
+    pub fn oidc(&self) -> Option<&OidcConfig> {
+        match &self.auth {
+            IncomingAuth::Oidc(oidc) => Some(oidc),
+            IncomingAuth::Anonymous => None,
         }
     }
 
     /// Whether callers present OIDC bearer tokens.
     pub fn is_oidc(&self) -> bool {
-        self.kind == TypeKey::Known(AuthType::Oidc)
+        self.oidc().is_some()
     }
 
     /// The claim naming the caller's groups, from the authz section.
@@ -141,9 +198,9 @@ impl IncomingAuthConfig {
     /// routes outside the MCP pipeline, such as `/status`): bearer JWTs when `oidc`,
     /// anonymous otherwise. Fails only when the OIDC CA bundle cannot be read.
     pub fn auth_layer(&self) -> Result<vmcp_layers::auth::AuthLayer, TlsError> {
-        match self.authentication() {
-            Some(IncomingAuth::Oidc(oidc)) => oidc.auth_layer(self.group_claim()),
-            _ => Ok(vmcp_layers::auth::AuthLayer::anonymous()),
+        match &self.auth {
+            IncomingAuth::Oidc(oidc) => oidc.auth_layer(self.group_claim()),
+            IncomingAuth::Anonymous => Ok(vmcp_layers::auth::AuthLayer::anonymous()),
         }
     }
 }
@@ -237,8 +294,7 @@ mod tests {
     fn config_errors_name_fields() {
         let mut errors = Vec::new();
         IncomingAuthConfig {
-            kind: AuthType::Oidc.into(),
-            oidc: Some(OidcConfig {
+            auth: IncomingAuth::Oidc(OidcConfig {
                 issuer: "http://idp.example.com".into(),
                 ..OidcConfig::default()
             }),
@@ -255,24 +311,34 @@ mod tests {
     }
 
     #[test]
-    fn type_keys_keep_what_was_written() {
-        let parse = |yaml: &str| serde_yaml_ng::from_str::<IncomingAuthConfig>(yaml).unwrap();
-        let mut errors = Vec::new();
-        parse("type: ''").validate(&mut errors);
-        parse("type: odic").validate(&mut errors);
-        parse("type: oidc").validate(&mut errors);
-        assert_eq!(
-            errors,
-            vec![
-                "incomingAuth.type is required (\"anonymous\" or \"oidc\")",
-                "incomingAuth.type must be \"anonymous\" or \"oidc\" (got \"odic\")",
-                "incomingAuth.oidc is required when type is \"oidc\"",
-            ]
-        );
-        assert!(parse("type: oidc").authentication().is_none());
+    fn the_type_and_the_oidc_section_fit_when_parsed() {
+        let parse = |yaml: &str| {
+            serde_yaml_ng::from_str::<IncomingAuthConfig>(yaml).map_err(|e| e.to_string())
+        };
+        for (yaml, expected) in [
+            ("type: ''", ".type is required (\"anonymous\" or \"oidc\")"),
+            (
+                "type: odic",
+                ".type must be \"anonymous\" or \"oidc\" (got \"odic\")",
+            ),
+            ("type: oidc", ".oidc is required when type is \"oidc\""),
+            (
+                "{type: anonymous, oidc: {issuer: 'https://i'}}",
+                ".oidc is only used with type \"oidc\"",
+            ),
+        ] {
+            let error = parse(yaml).expect_err(yaml);
+            assert!(error.starts_with(expected), "{yaml}: {error}");
+        }
         assert!(matches!(
-            parse("type: anonymous").authentication(),
-            Some(IncomingAuth::Anonymous)
+            parse("{type: anonymous, oidc: null}").map(|c| c.auth),
+            Ok(IncomingAuth::Anonymous)
         ));
+        let oidc = parse("{type: oidc, oidc: {issuer: 'https://i', audience: a}}").unwrap();
+        assert_eq!(oidc.oidc().map(|o| o.audience.as_str()), Some("a"));
+        // Written back in the file's shape.
+        let written = serde_json::to_value(&oidc).unwrap();
+        assert_eq!(written["type"], "oidc");
+        assert_eq!(written["oidc"]["issuer"], "https://i");
     }
 }

@@ -24,7 +24,7 @@ pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
         source,
     };
     let refused = |why: String| cannot(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
-    let file = std::fs::File::open(path).map_err(cannot)?;
+    let file = open_without_blocking(path).map_err(cannot)?;
     let metadata = file.metadata().map_err(cannot)?;
     if !metadata.is_file() {
         return Err(refused("not a regular file".into()));
@@ -42,6 +42,20 @@ pub(crate) fn read(path: &Path) -> Result<String, ConfigError> {
         return Err(too_large());
     }
     String::from_utf8(bytes).map_err(|_| refused("not UTF-8".into()))
+}
+
+/// Open `path` for reading. On Unix with `O_NONBLOCK`: opening a FIFO with no writer
+/// would otherwise wait for one forever (the type check comes after the open, so it
+/// cannot be skipped by swapping the file in between). Regular files ignore the flag.
+fn open_without_blocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(nix::libc::O_NONBLOCK);
+    }
+    options.open(path)
 }
 
 /// Refuse text over the size limit or nested deeper than [`MAX_DEPTH`].
@@ -179,6 +193,25 @@ mod tests {
         // A quote inside a flow plain scalar is text, not the start of a string.
         let sneaky = format!("a: [x 'y, {}]\n", "[".repeat(MAX_DEPTH + 1));
         assert!(check(&sneaky).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = std::env::temp_dir().join(format!("vmcp-limits-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo.yaml");
+        let _ = std::fs::remove_file(&fifo);
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        // A blocking open would never return: run it on a thread and bound the wait.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(read(&path).map_err(|e| e.to_string())));
+        let result = rx.recv_timeout(std::time::Duration::from_secs(5));
+        let _ = std::fs::remove_file(&fifo);
+        let error = result.expect("read returns without a writer").unwrap_err();
+        assert!(error.contains("not a regular file"), "{error}");
     }
 
     #[test]

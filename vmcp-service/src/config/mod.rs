@@ -32,11 +32,12 @@ pub use audit::AuditConfig;
 pub use authz::{Authz, AuthzConfig, AuthzType};
 pub(crate) use composite_check::step_tools as composite_step_tools;
 pub use hints::ignored_key_warning;
-pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, OidcConfig};
+pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use outgoing::{
-    BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig, Secret,
-    TokenExchangeConfig, validate_passthrough,
+    BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig,
+    OutgoingSource, Secret, StrategyShape, StrategyType, SubjectTokenType, TokenExchangeConfig,
+    validate_passthrough,
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use sessions::{
@@ -70,6 +71,7 @@ pub struct VmcpConfig {
     pub operational: OperationalConfig,
     /// How callers authenticate, and what they may do (`authz`).
     #[serde(default)]
+    #[schemars(with = "Option<incoming::RawIncomingAuth>")]
     pub incoming_auth: Option<IncomingAuthConfig>,
     /// The audit log.
     #[serde(default)]
@@ -97,6 +99,11 @@ pub struct VmcpConfig {
     /// Authentication of the status routes.
     #[serde(default)]
     pub status: StatusConfig,
+    /// Browser origins (`scheme://host[:port]`, as the `Origin` header spells them)
+    /// allowed at `/mcp` besides loopback ones; any other `Origin` is refused (403,
+    /// DNS rebinding). `vmcp serve --allowed-origin` adds to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
@@ -469,13 +476,20 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
             let path = error.path().to_string();
             let inner = error.into_inner().to_string();
             // serde_yaml_ng already names the path in some messages.
-            return Err(ConfigError::Parse(
-                if path == "." || path.is_empty() || inner.starts_with(&path) {
-                    inner
-                } else {
-                    format!("{path}: {inner}")
-                },
-            ));
+            let message = if path == "." || path.is_empty() || inner.starts_with(&path) {
+                inner
+            } else {
+                format!("{path}: {inner}")
+            };
+            // A shape error is relative to its value (`.headerInjection is required …`):
+            // joined to the value's path as one field.
+            let relative = message
+                .strip_prefix(path.as_str())
+                .and_then(|rest| rest.strip_prefix(": ."));
+            return Err(ConfigError::Parse(match relative {
+                Some(rest) => format!("{path}.{rest}"),
+                None => message,
+            }));
         }
     };
     match validate(&config) {

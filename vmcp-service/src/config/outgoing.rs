@@ -5,12 +5,18 @@
 //! `unauthenticated`, `header_injection` and `token_exchange` (RFC 8693, see
 //! `backend::exchange`); `source: discovered` is refused by validation as not
 //! supported yet. The top-level `passthroughHeaders` list is checked here too.
+//!
+//! A strategy is typed when parsed ([`BackendAuthConfig`]): its `type` with exactly
+//! the section that type uses, so a `header_injection` without `headerInjection`, or
+//! with a `tokenExchange`, does not parse ([`StrategyShape`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
+
+use super::type_key::TypeKey;
 
 /// `outgoingAuth:`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -19,12 +25,15 @@ pub struct OutgoingAuthConfig {
     /// `inline` (default): strategies come from this section. `discovered` (from a
     /// cluster) is not supported yet.
     #[serde(default)]
-    pub source: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub source: Option<OutgoingSource>,
     /// The strategy of backends without their own entry.
     #[serde(default)]
+    #[schemars(with = "Option<RawStrategy>")]
     pub default: Option<BackendAuthConfig>,
     /// Per-backend strategies, by backend name.
     #[serde(default)]
+    #[schemars(with = "BTreeMap<String, RawStrategy>")]
     pub backends: BTreeMap<String, BackendAuthConfig>,
     /// The per-caller connections of backends whose credentials depend on the
     /// caller (`token_exchange`, `passthroughHeaders`).
@@ -63,19 +72,165 @@ impl Default for CallerConnectionsConfig {
     }
 }
 
+/// `outgoingAuth.source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutgoingSource {
+    /// Strategies come from this section.
+    Inline,
+    /// Strategies discovered from a cluster (not supported yet; refused).
+    Discovered,
+}
+
+/// One backend's strategy: its `type` and the settings that type uses (and only
+/// those; see [`StrategyShape`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawStrategy", into = "RawStrategy")]
+pub enum BackendAuthConfig {
+    /// No credentials.
+    Unauthenticated,
+    /// `header_injection`: one static header.
+    HeaderInjection(HeaderInjectionConfig),
+    /// `token_exchange`: RFC 8693.
+    TokenExchange(TokenExchangeConfig),
+}
+
+/// The spellings of a strategy's `type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StrategyType {
+    /// No credentials.
+    Unauthenticated,
+    /// One static header.
+    HeaderInjection,
+    /// RFC 8693 token exchange.
+    TokenExchange,
+}
+
+// A strategy as written (the file's shape and the schema's), before its `type`
+// and sections are checked against each other.
 /// One backend's strategy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct BackendAuthConfig {
+#[schemars(rename = "BackendAuthConfig")]
+pub(crate) struct RawStrategy {
     /// `unauthenticated`, `header_injection` or `token_exchange`.
     #[serde(rename = "type", default)]
-    pub kind: String,
+    #[schemars(with = "String")]
+    pub(crate) kind: TypeKey<StrategyType>,
     /// Settings of `header_injection`.
     #[serde(default)]
-    pub header_injection: Option<HeaderInjectionConfig>,
+    pub(crate) header_injection: Option<HeaderInjectionConfig>,
     /// Settings of `token_exchange`.
     #[serde(default)]
-    pub token_exchange: Option<TokenExchangeConfig>,
+    pub(crate) token_exchange: Option<TokenExchangeConfig>,
+}
+
+/// Why a strategy's `type` and sections do not fit together. Displayed relative to
+/// the strategy (`.headerInjection is required …`), so the loader can put the
+/// strategy's own path in front.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrategyShape {
+    /// No `type`.
+    #[error(".type is required (\"unauthenticated\", \"header_injection\" or \"token_exchange\")")]
+    MissingType,
+    /// A `type` that is none of the strategies.
+    #[error(
+        ".type must be \"unauthenticated\", \"header_injection\" or \"token_exchange\" (got {0:?})"
+    )]
+    UnknownType(String),
+    /// The section the type needs is absent.
+    #[error(".{section} is required when type is \"{kind}\"")]
+    Missing {
+        /// The section (`headerInjection`).
+        section: &'static str,
+        /// The type (`header_injection`).
+        kind: &'static str,
+    },
+    /// A section of another type.
+    #[error(".{section} is only used with type \"{kind}\"")]
+    Unused {
+        /// The section (`tokenExchange`).
+        section: &'static str,
+        /// The type it belongs to (`token_exchange`).
+        kind: &'static str,
+    },
+}
+
+impl TryFrom<RawStrategy> for BackendAuthConfig {
+    type Error = StrategyShape;
+
+    fn try_from(raw: RawStrategy) -> Result<Self, StrategyShape> {
+        const HEADER: (&str, &str) = ("headerInjection", "header_injection");
+        const EXCHANGE: (&str, &str) = ("tokenExchange", "token_exchange");
+        let unused =
+            |(section, kind): (&'static str, &'static str)| StrategyShape::Unused { section, kind };
+        let missing = |(section, kind): (&'static str, &'static str)| StrategyShape::Missing {
+            section,
+            kind,
+        };
+        let kind = match raw.kind {
+            TypeKey::Missing => return Err(StrategyShape::MissingType),
+            TypeKey::Unknown(other) => return Err(StrategyShape::UnknownType(other)),
+            TypeKey::Known(kind) => kind,
+        };
+        // The type's own section missing is named first, then another type's.
+        match (kind, raw.header_injection, raw.token_exchange) {
+            (StrategyType::Unauthenticated, None, None) => Ok(Self::Unauthenticated),
+            (StrategyType::Unauthenticated, Some(_), _) => Err(unused(HEADER)),
+            (StrategyType::Unauthenticated, None, Some(_)) => Err(unused(EXCHANGE)),
+            (StrategyType::HeaderInjection, None, _) => Err(missing(HEADER)),
+            (StrategyType::HeaderInjection, Some(_), Some(_)) => Err(unused(EXCHANGE)),
+            (StrategyType::HeaderInjection, Some(h), None) => Ok(Self::HeaderInjection(h)),
+            (StrategyType::TokenExchange, _, None) => Err(missing(EXCHANGE)),
+            (StrategyType::TokenExchange, Some(_), Some(_)) => Err(unused(HEADER)),
+            (StrategyType::TokenExchange, None, Some(t)) => Ok(Self::TokenExchange(t)),
+        }
+    }
+}
+
+impl From<BackendAuthConfig> for RawStrategy {
+    fn from(strategy: BackendAuthConfig) -> Self {
+        match strategy {
+            BackendAuthConfig::Unauthenticated => Self {
+                kind: StrategyType::Unauthenticated.into(),
+                ..Self::default()
+            },
+            BackendAuthConfig::HeaderInjection(h) => Self {
+                kind: StrategyType::HeaderInjection.into(),
+                header_injection: Some(h),
+                token_exchange: None,
+            },
+            BackendAuthConfig::TokenExchange(t) => Self {
+                kind: StrategyType::TokenExchange.into(),
+                header_injection: None,
+                token_exchange: Some(t),
+            },
+        }
+    }
+}
+
+/// What a caller's token is (`tokenExchange.subjectTokenType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectTokenType {
+    /// An OAuth access token (the default).
+    AccessToken,
+    /// An OpenID Connect ID token.
+    IdToken,
+    /// Any JWT.
+    Jwt,
+}
+
+impl SubjectTokenType {
+    /// The RFC 8693 token-type URI.
+    pub fn uri(self) -> &'static str {
+        match self {
+            Self::AccessToken => "urn:ietf:params:oauth:token-type:access_token",
+            Self::IdToken => "urn:ietf:params:oauth:token-type:id_token",
+            Self::Jwt => "urn:ietf:params:oauth:token-type:jwt",
+        }
+    }
 }
 
 /// `tokenExchange:` — RFC 8693: the caller's validated token is exchanged at
@@ -103,7 +258,8 @@ pub struct TokenExchangeConfig {
     pub scopes: Vec<String>,
     /// What the caller's token is: `access_token` (default), `id_token` or `jwt`.
     #[serde(default)]
-    pub subject_token_type: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub subject_token_type: Option<SubjectTokenType>,
     /// Extra trust anchors (PEM) for the token endpoint's certificate.
     #[serde(default)]
     pub ca_bundle_path: Option<String>,
@@ -111,15 +267,10 @@ pub struct TokenExchangeConfig {
 
 impl TokenExchangeConfig {
     /// The RFC 8693 token-type URI of `subjectTokenType`.
-    pub fn subject_token_type_uri(&self) -> Result<&'static str, String> {
-        match self.subject_token_type.as_deref() {
-            None | Some("access_token") => Ok("urn:ietf:params:oauth:token-type:access_token"),
-            Some("id_token") => Ok("urn:ietf:params:oauth:token-type:id_token"),
-            Some("jwt") => Ok("urn:ietf:params:oauth:token-type:jwt"),
-            Some(other) => Err(format!(
-                "subjectTokenType must be \"access_token\", \"id_token\" or \"jwt\" (got {other:?})"
-            )),
-        }
+    pub fn subject_token_type_uri(&self) -> &'static str {
+        self.subject_token_type
+            .unwrap_or(SubjectTokenType::AccessToken)
+            .uri()
     }
 
     /// The client secret, resolved (from the environment if so configured); `None`
@@ -156,9 +307,6 @@ impl TokenExchangeConfig {
                 errors.push(format!("{field}.tokenUrl is required"))
             }
             Err(_) => errors.push(format!("{field}.tokenUrl is not a valid URL")),
-        }
-        if let Err(e) = self.subject_token_type_uri() {
-            errors.push(format!("{field}.{e}"));
         }
         if let Err(e) = self.client_secret(field) {
             errors.push(e);
@@ -279,14 +427,10 @@ impl OutgoingAuthConfig {
     /// Check the section; `backends` are the configured backend names. Messages
     /// name their field and never contain a header value.
     pub fn validate(&self, backends: &[&str], errors: &mut Vec<String>) {
-        match self.source.as_deref() {
-            None | Some("inline") => {}
-            Some("discovered") => errors.push(
+        if self.source == Some(OutgoingSource::Discovered) {
+            errors.push(
                 "outgoingAuth.source \"discovered\" is not supported yet (it needs backend discovery from a cluster); use \"inline\"".into(),
-            ),
-            Some(other) => errors.push(format!(
-                "outgoingAuth.source must be \"inline\" (got {other:?})"
-            )),
+            );
         }
         if let Some(default) = &self.default {
             default.validate("outgoingAuth.default", errors);
@@ -327,7 +471,7 @@ impl OutgoingAuthConfig {
                 {
                     errors.push(format!(
                         "passthroughHeaders[{i}]: {name:?} is set by {field} ({}); a caller's value may not replace it",
-                        strategy.kind
+                        strategy.kind()
                     ));
                 }
             }
@@ -338,57 +482,48 @@ impl OutgoingAuthConfig {
 impl BackendAuthConfig {
     /// Whether this strategy sets header `name` on the backend's requests.
     pub fn sets_header(&self, name: &HeaderName) -> bool {
-        match self.kind.as_str() {
-            "token_exchange" => name == http::header::AUTHORIZATION,
-            "header_injection" => self
-                .header_injection
-                .as_ref()
-                .is_some_and(|h| h.header_name.eq_ignore_ascii_case(name.as_str())),
-            _ => false,
+        match self {
+            Self::TokenExchange(_) => name == http::header::AUTHORIZATION,
+            Self::HeaderInjection(h) => h.header_name.eq_ignore_ascii_case(name.as_str()),
+            Self::Unauthenticated => false,
         }
     }
 
     fn validate(&self, field: &str, errors: &mut Vec<String>) {
-        match self.kind.as_str() {
-            "unauthenticated" => {}
-            "header_injection" => match &self.header_injection {
-                None => errors.push(format!(
-                    "{field}.headerInjection is required when type is \"header_injection\""
-                )),
-                Some(h) => {
-                    if let Err(e) = h.headers(&format!("{field}.headerInjection")) {
-                        errors.push(e);
-                    }
+        match self {
+            Self::Unauthenticated => {}
+            Self::HeaderInjection(h) => {
+                if let Err(e) = h.headers(&format!("{field}.headerInjection")) {
+                    errors.push(e);
                 }
-            },
-            "token_exchange" => match &self.token_exchange {
-                None => errors.push(format!(
-                    "{field}.tokenExchange is required when type is \"token_exchange\""
-                )),
-                Some(t) => t.validate(&format!("{field}.tokenExchange"), errors),
-            },
-            "" => errors.push(format!(
-                "{field}.type is required (\"unauthenticated\", \"header_injection\" or \"token_exchange\")"
-            )),
-            other => errors.push(format!(
-                "{field}.type must be \"unauthenticated\", \"header_injection\" or \"token_exchange\" (got {other:?})"
-            )),
+            }
+            Self::TokenExchange(t) => t.validate(&format!("{field}.tokenExchange"), errors),
+        }
+    }
+
+    /// The `type` as the file spells it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Unauthenticated => "unauthenticated",
+            Self::HeaderInjection(_) => "header_injection",
+            Self::TokenExchange(_) => "token_exchange",
         }
     }
 
     /// The token-exchange settings when this strategy is `token_exchange`.
     pub fn exchange(&self) -> Option<&TokenExchangeConfig> {
-        (self.kind == "token_exchange")
-            .then_some(self.token_exchange.as_ref())
-            .flatten()
+        match self {
+            Self::TokenExchange(t) => Some(t),
+            _ => None,
+        }
     }
 
     /// The static headers this strategy puts on every request (empty for
     /// `unauthenticated` and `token_exchange`). Values are marked sensitive, so `Debug` output of a request
     /// hides them.
     pub fn headers(&self, field: &str) -> Result<HeaderMap, String> {
-        match (&self.kind[..], &self.header_injection) {
-            ("header_injection", Some(h)) => h.headers(&format!("{field}.headerInjection")),
+        match self {
+            Self::HeaderInjection(h) => h.headers(&format!("{field}.headerInjection")),
             _ => Ok(HeaderMap::new()),
         }
     }
@@ -440,36 +575,29 @@ mod tests {
     use super::*;
 
     fn injection(name: &str, value: Option<&str>, env: Option<&str>) -> BackendAuthConfig {
-        BackendAuthConfig {
-            kind: "header_injection".into(),
-            header_injection: Some(HeaderInjectionConfig {
-                header_name: name.into(),
-                header_value: value.map(|v| Secret(v.into())),
-                header_value_env: env.map(Into::into),
-            }),
-            token_exchange: None,
-        }
+        BackendAuthConfig::HeaderInjection(HeaderInjectionConfig {
+            header_name: name.into(),
+            header_value: value.map(|v| Secret(v.into())),
+            header_value_env: env.map(Into::into),
+        })
     }
 
     #[test]
     fn the_backend_entry_wins_then_the_default_then_none() {
         let mut config = OutgoingAuthConfig::default();
         assert!(config.resolve("a").is_none());
-        config.default = Some(BackendAuthConfig {
-            kind: "unauthenticated".into(),
-            ..Default::default()
-        });
+        config.default = Some(BackendAuthConfig::Unauthenticated);
         config
             .backends
             .insert("a".into(), injection("X-Key", Some("s3cr3t"), None));
-        assert_eq!(config.resolve("a").unwrap().kind, "header_injection");
-        assert_eq!(config.resolve("b").unwrap().kind, "unauthenticated");
+        assert_eq!(config.resolve("a").unwrap().kind(), "header_injection");
+        assert_eq!(config.resolve("b").unwrap().kind(), "unauthenticated");
     }
 
     #[test]
     fn errors_name_the_field_and_never_the_value() {
         let mut config = OutgoingAuthConfig {
-            source: Some("discovered".into()),
+            source: Some(OutgoingSource::Discovered),
             ..Default::default()
         };
         config
@@ -488,17 +616,12 @@ mod tests {
         );
         config.backends.insert(
             "ghost".into(),
-            BackendAuthConfig {
-                kind: "token_exchange".into(),
-                token_exchange: Some(TokenExchangeConfig {
-                    token_url: "http://idp.example/token".into(),
-                    client_id: Some("gw".into()),
-                    client_secret: Some(Secret("s3cr3t".into())),
-                    subject_token_type: Some("saml".into()),
-                    ..Default::default()
-                }),
+            BackendAuthConfig::TokenExchange(TokenExchangeConfig {
+                token_url: "http://idp.example/token".into(),
+                client_id: Some("gw".into()),
+                client_secret: Some(Secret("s3cr3t".into())),
                 ..Default::default()
-            },
+            }),
         );
         let mut errors = Vec::new();
         config.validate(&["a", "b", "c", "d"], &mut errors);
@@ -511,13 +634,60 @@ mod tests {
             "outgoingAuth.backends.d.headerInjection: the header value is not a valid",
             "outgoingAuth.backends.ghost: \"ghost\" is not a configured backend",
             "outgoingAuth.backends.ghost.tokenExchange.tokenUrl must be https:// (http:// only on loopback)",
-            "outgoingAuth.backends.ghost.tokenExchange.subjectTokenType must be",
         ] {
             assert!(text.contains(expected), "{expected:?} missing in:\n{text}");
         }
         assert!(!text.contains("s3cr3t"), "{text}");
         assert!(!format!("{config:?}").contains("s3cr3t"));
         assert!(!serde_json::to_string(&config).unwrap().contains("s3cr3t"));
+    }
+
+    #[test]
+    fn a_strategy_parses_only_with_the_section_its_type_uses() {
+        let parse = |yaml: &str| {
+            serde_yaml_ng::from_str::<BackendAuthConfig>(yaml).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            parse("{type: unauthenticated}"),
+            Ok(BackendAuthConfig::Unauthenticated)
+        );
+        for (yaml, expected) in [
+            ("{}", ".type is required"),
+            (
+                "{type: header_injecton}",
+                ".type must be \"unauthenticated\", \"header_injection\" or \"token_exchange\" (got \"header_injecton\")",
+            ),
+            (
+                "{type: header_injection}",
+                ".headerInjection is required when type is \"header_injection\"",
+            ),
+            (
+                "{type: token_exchange, headerInjection: {headerName: X}}",
+                ".tokenExchange is required when type is \"token_exchange\"",
+            ),
+            (
+                "{type: header_injection, headerInjection: {headerName: X}, tokenExchange: {tokenUrl: 'https://t'}}",
+                ".tokenExchange is only used with type \"token_exchange\"",
+            ),
+            (
+                "{type: unauthenticated, headerInjection: {headerName: X}}",
+                ".headerInjection is only used with type \"header_injection\"",
+            ),
+        ] {
+            let error = parse(yaml).expect_err(yaml);
+            assert!(error.starts_with(expected), "{yaml}: {error}");
+        }
+        // Written back in the file's shape.
+        let written =
+            serde_json::to_value(BackendAuthConfig::HeaderInjection(HeaderInjectionConfig {
+                header_name: "X-Key".into(),
+                header_value: None,
+                header_value_env: Some("KEY".into()),
+            }))
+            .unwrap();
+        assert_eq!(written["type"], "header_injection");
+        assert_eq!(written["headerInjection"]["headerName"], "X-Key");
+        assert!(written["tokenExchange"].is_null(), "{written}");
     }
 
     #[test]
@@ -556,10 +726,7 @@ mod tests {
     #[test]
     fn a_passthrough_header_a_strategy_sets_is_refused() {
         let mut config = OutgoingAuthConfig {
-            default: Some(BackendAuthConfig {
-                kind: "token_exchange".into(),
-                ..Default::default()
-            }),
+            default: Some(BackendAuthConfig::TokenExchange(Default::default())),
             ..Default::default()
         };
         config

@@ -54,10 +54,9 @@ pub fn stack_builder(
     let mut builder = StackBuilder::new();
     let mut problems = Vec::new();
     if let Some(auth) = incoming_auth {
-        match auth.authentication() {
-            None => problems.push(StackProblem::Unvalidated("incomingAuth.type")),
-            Some(IncomingAuth::Anonymous) => {}
-            Some(IncomingAuth::Oidc(oidc)) => match oidc.auth_layer(auth.group_claim()) {
+        match &auth.auth {
+            IncomingAuth::Anonymous => {}
+            IncomingAuth::Oidc(oidc) => match oidc.auth_layer(auth.group_claim()) {
                 Ok(layer) => {
                     builder = builder
                         .auth(layer)
@@ -123,12 +122,14 @@ mod tests {
         );
         assert!(text.contains("; audit.logFile: "), "{text}");
 
-        let unchecked: IncomingAuthConfig =
-            serde_json::from_value(serde_json::json!({"type": "oidc"})).unwrap();
+        let unchecked: IncomingAuthConfig = serde_json::from_value(serde_json::json!({
+            "type": "anonymous", "authz": {"type": "cedr"}
+        }))
+        .unwrap();
         let error = stack_builder(Some(&unchecked), None, None, None).unwrap_err();
         assert!(matches!(
             error.0[..],
-            [StackProblem::Unvalidated("incomingAuth.type")]
+            [StackProblem::Unvalidated("incomingAuth.authz.type")]
         ));
     }
 }

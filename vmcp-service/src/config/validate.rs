@@ -262,6 +262,13 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(telemetry) = &config.telemetry {
         telemetry.validate(&mut errors);
     }
+    for (i, origin) in config.allowed_origins.iter().enumerate() {
+        if let Err(expected) = check_origin(origin) {
+            errors.push(format!(
+                "allowedOrigins[{i}] {origin:?} is not an origin as browsers send it ({expected})"
+            ));
+        }
+    }
     super::validate_passthrough(
         &config.passthrough_headers,
         config.passthrough_authorization,
@@ -309,6 +316,21 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     }
 }
 
+/// An `allowedOrigins` entry is compared with the `Origin` header as written, so it
+/// must be spelled as browsers serialize one: `http(s)://host[:port]`, lower-case,
+/// no default port, no path. The error says what was expected.
+fn check_origin(origin: &str) -> Result<(), String> {
+    let url = reqwest::Url::parse(origin).map_err(|_| "scheme://host[:port]".to_owned())?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err("http:// or https:// and a host".into());
+    }
+    let serialized = url.origin().ascii_serialization();
+    if serialized != origin {
+        return Err(format!("expected {serialized:?}"));
+    }
+    Ok(())
+}
+
 fn is_valid_backend_name(name: &str) -> bool {
     name.len() <= 63
         && name
@@ -340,6 +362,22 @@ mod tests {
         ));
         assert!(errs.contains(&"backends[1].name \"a\" is used by another backend".into()));
         assert!(errs.contains(&"backends[2].name is required".into()));
+    }
+
+    #[test]
+    fn allowed_origins_are_spelled_as_browsers_send_them() {
+        let errs = errors(
+            "allowedOrigins: ['https://app.example', 'http://127.0.0.1:8080', 'https://App.example/', 'https://app.example:443', 'app.example', 'ftp://x']\n",
+        );
+        assert_eq!(
+            errs,
+            vec![
+                r#"allowedOrigins[2] "https://App.example/" is not an origin as browsers send it (expected "https://app.example")"#,
+                r#"allowedOrigins[3] "https://app.example:443" is not an origin as browsers send it (expected "https://app.example")"#,
+                r#"allowedOrigins[4] "app.example" is not an origin as browsers send it (scheme://host[:port])"#,
+                r#"allowedOrigins[5] "ftp://x" is not an origin as browsers send it (http:// or https:// and a host)"#,
+            ]
+        );
     }
 
     #[test]
@@ -434,7 +472,10 @@ audit: {component: vmcp-server, eventTypes: [mcp_tool_call], includeRequestData:
             vec!["incomingAuth.oidc.clientId".to_string()]
         );
         let config = loaded.config;
-        assert_eq!(config.incoming_auth.unwrap().oidc.unwrap().audience, "vmcp");
+        assert_eq!(
+            config.incoming_auth.unwrap().oidc().unwrap().audience,
+            "vmcp"
+        );
         assert_eq!(config.audit.unwrap().max_data_size, Some(1000));
         assert!(config.telemetry.unwrap().tracing_enabled);
     }

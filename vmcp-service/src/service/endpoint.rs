@@ -165,7 +165,11 @@ where
         crate::Rewake::new(Box::pin(async move {
             let (inner, edge) = (&shared.inner, &shared.edge);
             let mut response = if bare {
-                match crate::bare::check(&shared.bare, req).await {
+                let allowed = |origin: &str| {
+                    let config = shared.aggregator.config();
+                    config.allowed_origins.iter().any(|o| o == origin)
+                };
+                match crate::bare::check(&shared.bare, allowed, req).await {
                     Ok((req, parsed)) if parsed.as_ref().is_some_and(listen::is_listen) => {
                         let req = listen::prepare(req, &shared.aggregator, &shared.sessions);
                         Box::pin(inner.handle(Box::pin(req).await)).await
