@@ -63,7 +63,7 @@ incomingAuth:
   type: oidc
   oidc: {{issuer: '{issuer}', audience: vmcp}}
 operational:
-  timeouts: {{default: 400ms}}
+  timeouts: {{default: 1500ms}}
   failureHandling:
     healthCheckInterval: 200ms
     unhealthyThreshold: 3
@@ -87,7 +87,7 @@ operational:
                 &url,
                 Some(&token),
                 "tools/call",
-                json!({"name": "py_slow", "arguments": {"tag": sub, "seconds": 5}}),
+                json!({"name": "py_slow", "arguments": {"tag": sub, "seconds": 20}}),
             )
             .await
         }
