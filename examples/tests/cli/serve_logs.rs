@@ -384,3 +384,139 @@ async fn client_names_ids_and_methods_neither_forge_nor_inflate_the_log_or_the_a
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Poll the server's log until `done` holds (bounded).
+async fn wait_log(server: &Server, what: &str, done: impl Fn(&str) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done(&server.logs()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}:\n{}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling, not synchronising
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_call_and_a_stdio_exit_are_one_line_each_in_words() {
+    let py = vmcp_tests::py_backend("py", &["--forwarding-tools"]).await;
+    let (node, entry) = vmcp_tests::everything_command();
+    let dir = std::env::temp_dir().join(format!("vmcp-logs-{}-abandon", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("vmcp.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "backends:\n  - {{name: py, url: '{}'}}\n  - {{name: ev, transport: stdio, command: '{}', args: ['{}', stdio]}}\n",
+            py.url,
+            node.display(),
+            entry.display()
+        ),
+    )
+    .unwrap();
+    let server = start("abandon", &["-c", config.to_str().unwrap()]).await;
+    let url = server.url();
+    let http = reqwest::Client::new();
+
+    // A Legacy call on rmcp's path (it wants progress), abandoned twice: by
+    // `notifications/cancelled`, and by ending the session while it runs.
+    for (id, how) in [(7, "cancel"), (8, "delete")] {
+        let session = LegacySession::open_with(&http, &url, None).await;
+        let call = http
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .header("Mcp-Session-Id", session.id())
+            .json(
+                &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "py_slow", "arguments": {"tag": how, "seconds": 30},
+                "_meta": {"progressToken": how}}}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(call.status(), 200);
+        let abandoned = move |log: &str| log.matches("the caller cancelled it").count() >= id - 6;
+        if how == "cancel" {
+            let sent = http
+                .post(&url)
+                .header("Accept", "application/json, text/event-stream")
+                .header("MCP-Protocol-Version", "2025-11-25")
+                .header("Mcp-Session-Id", session.id())
+                .json(
+                    &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": "bored"}}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(sent.status(), 202);
+        } else {
+            assert!([200, 204].contains(&session.delete().await));
+        }
+        wait_log(&server, "the abandoned call is logged", abandoned).await;
+        drop(call);
+    }
+
+    // The stdio child exits (killed): it is restarted.
+    let status = || async {
+        let status: Value = reqwest::get(server.at("/status"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        status["backends"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["name"] == "ev")
+            .cloned()
+            .unwrap()
+    };
+    let pid = status().await["process"]["pid"].as_u64().expect("ev runs");
+    assert!(
+        std::process::Command::new("kill")
+            .arg(pid.to_string())
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let ev = status().await;
+        if ev["process"]["restarts"] == 1 && ev["health"] == "healthy" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "ev came back: {ev}");
+        tokio::time::sleep(Duration::from_millis(100)).await; // polling, not synchronising
+    }
+    let log = terminate(server).await;
+
+    let cancelled: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("the caller cancelled it"))
+        .collect();
+    assert_eq!(cancelled.len(), 2, "one line per abandoned call:\n{log}");
+    for line in &cancelled {
+        assert!(
+            line.contains(" INFO ") && line.contains("tools/call py_slow"),
+            "{line}"
+        );
+    }
+    let bearer = "treat session ids as bearer secrets";
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && !l.contains(bearer))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one warning for the exit:\n{log}");
+    assert!(
+        warnings[0].contains(r#"stdio backend "ev" exited after"#),
+        "{log}"
+    );
+    for noise in ["ErrorData", "rmcp::", "during drain", "Transport closed"] {
+        assert!(!log.contains(noise), "{noise:?} in the log:\n{log}");
+    }
+    assert_no_error_line(&log);
+}

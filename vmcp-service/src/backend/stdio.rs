@@ -80,6 +80,8 @@ struct Restarts {
     last_exit: Option<String>,
     /// The last process ended on its own and no other has started since.
     exited: bool,
+    /// The gateway closed the last process (shutdown, reload, reconnect).
+    closed: bool,
 }
 
 /// One stdio backend's process across restarts.
@@ -125,10 +127,11 @@ impl Supervisor {
         }
     }
 
-    /// Whether the last process ended on its own and none runs yet: the failures
-    /// of this gap were reported by the exit's own log line.
-    pub fn after_exit(&self) -> bool {
-        self.state().exited && self.alive.borrow().is_none()
+    /// Whether no process runs because the last one exited (which its own log line
+    /// reported) or the gateway closed it: the failures of this gap say nothing new.
+    pub fn explains_failures(&self) -> bool {
+        let state = self.state();
+        (state.exited || state.closed) && self.alive.borrow().is_none()
     }
 
     /// Start a process for `config` unless the restart backoff forbids it yet.
@@ -174,6 +177,7 @@ impl Supervisor {
             state.started = Some(Instant::now());
             state.spawned = state.spawned.saturating_add(1);
             state.exited = false;
+            state.closed = false;
         }
         self.alive.send_replace(pid);
         tracing::info!(backend = %self.backend, pid, "stdio backend started");
@@ -344,6 +348,7 @@ impl Transport<RoleClient> for StdioTransport {
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.closing = true;
+        self.supervisor.state().closed = true;
         let result = self.child.graceful_shutdown().await;
         self.finish();
         result

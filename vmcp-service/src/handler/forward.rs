@@ -85,7 +85,7 @@ impl Cancelled {
     /// the bundled server). Routine, so INFO.
     pub(super) fn log(method: &str, name: &str, backend: &str) {
         tracing::info!(
-            backend,
+            %backend,
             "{method} {}: the caller cancelled it before the answer; cancelled on the backend too",
             vmcp_layers::shown::shown(name)
         );

@@ -384,10 +384,11 @@ impl BackendClient {
         }
     }
 
-    /// Whether `error` is what a stdio backend's process exit causes until the next
-    /// process starts (the cut-off connection, the restart backoff).
+    /// Whether `error` is what a stdio backend's process exit (or the gateway closing
+    /// it) causes until the next process starts: the cut-off connection, the
+    /// restart backoff.
     fn explained_by_exit(&self, error: &BackendError) -> bool {
-        self.stdio.as_ref().is_some_and(|s| s.after_exit())
+        self.stdio.as_ref().is_some_and(|s| s.explains_failures())
             && matches!(
                 error,
                 BackendError::Transport { .. }
