@@ -5,6 +5,7 @@
 
 mod commands;
 mod config_ux;
+mod connections;
 mod outgoing_auth;
 mod readme;
 mod serve;
