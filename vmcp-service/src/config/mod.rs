@@ -45,7 +45,8 @@ pub use outgoing::{
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use sessions::{
-    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
+    DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_ADDRESS, DEFAULT_MAX_SESSIONS_PER_IDENTITY,
+    DEFAULT_SESSION_TTL, SessionLimits, SessionsConfig, StatusConfig,
 };
 pub use stack::{StackError, StackProblem, stack_builder};
 pub use stdio::{EnvValue, find_executable};
