@@ -423,11 +423,11 @@ mod tests {
         assert!(silent.conn.enter().is_none(), "a request on it is refused");
         // ...then the idle one...
         let _fourth_call = fourth.conn.enter().expect("a request");
-        let _fifth = serve(tracker.admit());
+        let fifth = serve(tracker.admit());
         assert_ne!(served.conn.word.load(Ordering::Acquire) & CLOSED, 0);
         assert_eq!(busy.conn.word.load(Ordering::Acquire) & CLOSED, 0);
         // ...and when every connection has a request in flight, a new one is refused.
-        drop(_fifth);
+        drop(fifth);
         assert_eq!(tracker.open(), 2);
         let sixth = serve(tracker.admit());
         let _sixth_call = sixth.conn.enter().expect("a request");

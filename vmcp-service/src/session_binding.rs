@@ -240,18 +240,13 @@ impl SessionBindings {
             let mine = counts.get(&caller).copied().unwrap_or(0);
             let total: usize = counts.values().sum();
             let count = |c: &Caller| counts.get(c).copied().unwrap_or(0);
-            let eligible: Option<Box<dyn Fn(&Entry) -> bool>> = if mine >= cap {
-                Some(Box::new(|e: &Entry| e.caller == caller))
-            } else if total >= limits.max_sessions {
-                Some(Box::new(|e: &Entry| {
-                    e.caller == caller || count(&e.caller) > mine
-                }))
-            } else {
-                None
-            };
-            match eligible {
-                None => None,
-                Some(eligible) => {
+            // Over its own cap only its own sessions; at the total cap also those of
+            // callers holding more than it.
+            let own_only = mine >= cap;
+            let eligible = |e: &Entry| e.caller == caller || (!own_only && count(&e.caller) > mine);
+            match own_only || total >= limits.max_sessions {
+                false => None,
+                true => {
                     let chosen = bound
                         .iter()
                         .filter(|(_, e)| !e.closing && e.idle() && eligible(e))
