@@ -257,7 +257,14 @@ async fn serve(
     // streams, which graceful shutdown would otherwise wait on forever.
     let stopping = gateway.clone();
     // axum::serve's loop, with each connection's task absorbing its own wake-ups.
+    let limits = gateway
+        .aggregator()
+        .config()
+        .operational
+        .connections
+        .limits();
     vmcp_service::serve(listener, app)
+        .with_limits(limits)
         .with_graceful_shutdown(async move {
             shutdown_signal().await;
             logging.shutting_down();

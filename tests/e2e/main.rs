@@ -12,6 +12,7 @@ mod bounded_waits;
 mod bridge;
 mod composite;
 mod conflicts;
+mod connections;
 mod edge;
 mod edge_session;
 mod failures;

@@ -170,13 +170,180 @@ async fn a_session_past_its_max_lifetime_is_gone_however_busy() {
     assert!(wait_for(Duration::from_secs(10), || gw.vmcp.sessions().is_empty()).await);
 }
 
+/// One client from `ip` (a loopback address of its own): requests go out from it.
+fn client_at(ip: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+/// A raw Legacy POST from `client`: status, headers, body.
+async fn post_as(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut request = client
+        .post(url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("Mcp-Session-Id", session);
+    }
+    let response = request.send().await.expect("request to the gateway");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.unwrap_or_default())
+}
+
+/// Open a session from `client`; its id, or the 503's `Retry-After` seconds.
+async fn open_as(client: &reqwest::Client, url: &str) -> Result<String, u64> {
+    let (status, headers, body) = post_as(client, url, None, initialize()).await;
+    if status == 503 {
+        assert!(
+            headers.get("mcp-session-id").is_none(),
+            "no session handed out"
+        );
+        let error: serde_json::Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+        assert_eq!(error["error"]["code"], -32000, "{error}");
+        return Err(headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .expect("Retry-After in whole seconds"));
+    }
+    assert_eq!(status, 200, "initialize: {body}");
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = post_as(client, url, Some(&session), initialized).await;
+    assert_eq!(status, 202, "notifications/initialized");
+    Ok(session)
+}
+
+async fn ping_as(client: &reqwest::Client, url: &str, session: &str) -> u16 {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    post_as(client, url, Some(session), body).await.0
+}
+
+/// A session's GET stream, held open while the response lives.
+async fn stream_as(client: &reqwest::Client, url: &str, session: &str) -> reqwest::Response {
+    let response = client
+        .get(url)
+        .header("Accept", "text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Mcp-Session-Id", session)
+        .send()
+        .await
+        .expect("GET stream");
+    assert_eq!(response.status(), 200, "a GET stream opens");
+    response
+}
+
+/// One anonymous client opening sessions as fast as it can no longer locks every
+/// other client out: over its per-address cap its own idle sessions make room, at
+/// the total cap the heaviest holder's do, and only when every session in the way
+/// is busy is an `initialize` refused, with a `Retry-After` that says when a busy
+/// session can free up (seconds, not the idle TTL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_the_cap_initialize_gets_503_with_retry_after_and_no_session_is_evicted() {
+async fn one_anonymous_caller_cannot_lock_others_out_of_sessions() {
+    let demo = spawn(subscribable(), 0).await.unwrap();
+    let gw = vmcp_tests::served_gateway(config(&format!(
+        "backends:\n  - {{name: sub, url: '{}'}}\noperational:\n  sessions: {{maxSessions: 6, maxPerAddress: 3, ttl: 30m}}\n",
+        demo.url()
+    )))
+    .await;
+    let url = gw.url();
+    let (flood, other, third) = (
+        client_at("127.0.0.2"),
+        client_at("127.0.0.3"),
+        client_at("127.0.0.4"),
+    );
+
+    // The flood: ten sessions, never deleted. Each is served; the oldest idle ones
+    // make room.
+    let mut flooded = Vec::new();
+    for n in 0..10 {
+        flooded.push(
+            open_as(&flood, &url)
+                .await
+                .unwrap_or_else(|retry| panic!("flood session {n} refused ({retry}s)")),
+        );
+    }
+    for (n, session) in flooded.iter().enumerate() {
+        let expected = if n < 7 { 404 } else { 200 };
+        assert_eq!(
+            ping_as(&flood, &url, session).await,
+            expected,
+            "flood session {n}"
+        );
+    }
+
+    // The flood's sessions all busy with GET streams: now it is refused, with an
+    // honest Retry-After (a stream ends when its client closes it: 60 s at most).
+    let mut streams = Vec::new();
+    for session in &flooded[7..] {
+        streams.push(stream_as(&flood, &url, session).await);
+    }
+    let retry = open_as(&flood, &url)
+        .await
+        .expect_err("every flood session busy");
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+    // A stream closed frees its session for the next initialize.
+    drop(streams.pop());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut reopened = open_as(&flood, &url).await;
+    while reopened.is_err() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        reopened = open_as(&flood, &url).await;
+    }
+    assert!(
+        reopened.is_ok(),
+        "a session freed by a closed stream makes room"
+    );
+
+    // Everyone else still gets sessions, up to the total cap and past it.
+    let mine: Vec<String> = futures_open(&other, &url, 3).await;
+    let theirs = open_as(&third, &url)
+        .await
+        .expect("a third caller at the total cap");
+    assert_eq!(ping_as(&third, &url, &theirs).await, 200);
+    for session in &mine {
+        assert_eq!(
+            ping_as(&other, &url, session).await,
+            200,
+            "not evicted: the flood held more"
+        );
+    }
+}
+
+async fn futures_open(client: &reqwest::Client, url: &str, n: usize) -> Vec<String> {
+    let mut sessions = Vec::new();
+    for i in 0..n {
+        sessions.push(
+            open_as(client, url)
+                .await
+                .unwrap_or_else(|retry| panic!("session {i} of another caller refused ({retry}s)")),
+        );
+    }
+    sessions
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_cap_with_every_session_busy_initialize_gets_503_with_retry_after() {
     let demo = spawn(subscribable(), 0).await.unwrap();
     let gw = lifetime_gateway("{maxSessions: 2, ttl: 10m}", &demo.url()).await;
     let url = gw.url();
+    let client = reqwest::Client::new();
     let first = open(&url, None).await;
     let second = open(&url, None).await;
+    let _streams = (
+        stream_as(&client, &url, &first).await,
+        stream_as(&client, &url, &second).await,
+    );
 
     let (status, headers, body) = raw(Method::POST, &url, None, None, Some(initialize())).await;
     assert_eq!(status, 503, "{body}");
@@ -185,7 +352,7 @@ async fn over_the_cap_initialize_gets_503_with_retry_after_and_no_session_is_evi
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
         .expect("Retry-After in whole seconds");
-    assert!((1..=600).contains(&retry), "Retry-After {retry}");
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
     assert!(
         headers.get("mcp-session-id").is_none(),
         "no session handed out"
@@ -193,7 +360,7 @@ async fn over_the_cap_initialize_gets_503_with_retry_after_and_no_session_is_evi
     let error: serde_json::Value = serde_json::from_str(&body).expect("a JSON-RPC error body");
     assert_eq!(error["error"]["code"], -32000, "{error}");
 
-    // Nobody was evicted to make room; Modern (stateless) requests are not capped.
+    // Nobody busy was evicted; Modern (stateless) requests are not capped.
     assert_eq!(ping(&url, None, &first).await, 200);
     assert_eq!(ping(&url, None, &second).await, 200);
     let (status, _) = vmcp_tests::modern(&url, "tools/list", json!({})).await;

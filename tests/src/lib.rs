@@ -293,6 +293,33 @@ pub async fn gateway(config: VmcpConfig) -> Gateway {
     Gateway { vmcp, addr, stop }
 }
 
+/// Start the gateway for `config` on a free loopback port, served as the bundled
+/// server serves it: [`vmcp_service::serve`] with the configuration's connection
+/// limits (`operational.connections`) and each request's peer address.
+pub async fn served_gateway(config: VmcpConfig) -> Gateway {
+    let limits = config.operational.connections.limits();
+    let vmcp = Vmcp::start(config).await.expect("gateway starts");
+    let app = axum::Router::new()
+        .nest_service("/mcp", vmcp.service())
+        .merge(vmcp.status_router());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("listener addr");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let stop = CancellationToken::new();
+    let token = stop.clone();
+    tokio::spawn(async move {
+        let _ = vmcp_service::serve(listener, app)
+            .with_limits(limits)
+            .with_graceful_shutdown(async move { token.cancelled_owned().await })
+            .await;
+    });
+    Gateway { vmcp, addr, stop }
+}
+
 /// Parse a YAML config (validated), panicking with the errors otherwise.
 pub fn config(yaml: &str) -> VmcpConfig {
     vmcp_service::config::load_str(yaml)

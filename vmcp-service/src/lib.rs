@@ -40,6 +40,7 @@ mod bare;
 pub mod catalog;
 mod composite;
 pub mod config;
+mod connections;
 mod edge;
 mod handler;
 mod listen;

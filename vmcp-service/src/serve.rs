@@ -16,22 +16,40 @@
 //!
 //! [`VmcpService`]: crate::VmcpService
 
+use std::convert::Infallible;
 use std::future::{Future, IntoFuture, Pending};
 use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
+use axum::body::Body;
+use axum::extract::ConnectInfo;
 use axum::serve::Listener;
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use tower::ServiceExt;
+use tower::util::Oneshot;
 
+use crate::config::ConnectionLimits;
+use crate::connections::{self, Admission, Closable, Conn, InFlight, Tracker};
 use crate::rewake::Rewake;
+
+/// How long the 503 to a connection over the cap may take to write.
+const REFUSAL_WRITE: Duration = Duration::from_millis(200);
 
 /// Serve `app` on `listener` until the process ends, or with
 /// [`Serve::with_graceful_shutdown`] until a signal: a drop-in for `axum::serve`
 /// with fewer thread wake-ups per request, for apps without HTTP upgrades (see the
 /// module docs).
+///
+/// Connections are capped and timed out as [`ConnectionLimits::default`] says
+/// (change it with [`Serve::with_limits`]; see the `connections` section of
+/// docs/configuration.md), and each request carries the peer's address as axum's
+/// [`ConnectInfo`] (the per-address session cap of anonymous callers reads it).
 ///
 /// ```no_run
 /// # async fn run(gateway: vmcp_service::Vmcp) -> std::io::Result<()> {
@@ -44,6 +62,7 @@ use crate::rewake::Rewake;
 ///         let _ = tcp.set_nodelay(true);
 ///     });
 /// vmcp_service::serve(listener, app)
+///     .with_limits(gateway.aggregator().config().operational.connections.limits())
 ///     .with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; })
 ///     .await
 /// # }
@@ -53,6 +72,7 @@ pub fn serve<L: Listener>(listener: L, app: axum::Router) -> Serve<L, Pending<()
         listener,
         app,
         signal: std::future::pending(),
+        limits: None,
     }
 }
 
@@ -62,11 +82,23 @@ pub struct Serve<L, F> {
     listener: L,
     app: axum::Router,
     signal: F,
+    limits: Option<ConnectionLimits>,
 }
 
 impl<L, F> std::fmt::Debug for Serve<L, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Serve").finish_non_exhaustive()
+        f.debug_struct("Serve")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<L, F> Serve<L, F> {
+    /// Cap connections and time them out as `limits` says (instead of
+    /// [`ConnectionLimits::default`]).
+    pub fn with_limits(mut self, limits: ConnectionLimits) -> Self {
+        self.limits = Some(limits);
+        self
     }
 }
 
@@ -81,6 +113,7 @@ impl<L: Listener> Serve<L, Pending<()>> {
             listener: self.listener,
             app: self.app,
             signal,
+            limits: self.limits,
         }
     }
 }
@@ -88,6 +121,7 @@ impl<L: Listener> Serve<L, Pending<()>> {
 impl<L, F> IntoFuture for Serve<L, F>
 where
     L: Listener,
+    L::Addr: Clone + Sync + 'static,
     F: Future<Output = ()> + Send + 'static,
 {
     type Output = io::Result<()>;
@@ -98,32 +132,160 @@ where
             mut listener,
             app,
             signal,
+            limits,
         } = self;
         Box::pin(async move {
+            let tracker = Tracker::new(limits.unwrap_or_default());
+            tokio::spawn(tracker.clone().sweep());
             let graceful = hyper_util::server::graceful::GracefulShutdown::new();
             let mut signal = std::pin::pin!(signal);
             let http = hyper::server::conn::http1::Builder::new();
             loop {
-                let io = tokio::select! {
-                    (io, _) = listener.accept() => io,
+                let (io, addr) = tokio::select! {
+                    accepted = listener.accept() => accepted,
                     () = &mut signal => break,
                 };
-                let service = app
-                    .clone()
-                    .map_request(|req: http::Request<Incoming>| req.map(axum::body::Body::new));
-                let connection =
-                    http.serve_connection(TokioIo::new(io), TowerToHyperService::<_>::new(service));
-                let connection = graceful.watch(connection);
-                tokio::spawn(Rewake::new(async move {
-                    if let Err(error) = connection.await {
-                        tracing::trace!(%error, "connection ended with an error");
+                let registered = match tracker.admit() {
+                    Admission::Serve(registered) => registered,
+                    Admission::Refuse => {
+                        tokio::spawn(refuse(io));
+                        continue;
                     }
+                };
+                let conn = registered.conn.clone();
+                let service = PerConnection {
+                    app: app.clone(),
+                    conn: conn.clone(),
+                    addr,
+                };
+                let io = TokioIo::new(connections::Io::new(io, conn.clone()));
+                let connection = graceful.watch(http.serve_connection(io, service));
+                tokio::spawn(Rewake::new(async move {
+                    let _registered = registered;
+                    Closable::new(
+                        async move {
+                            if let Err(error) = connection.await {
+                                tracing::trace!(%error, "connection ended with an error");
+                            }
+                        },
+                        conn,
+                    )
+                    .await;
                 }));
             }
             drop(listener);
+            drop(tracker);
             graceful.shutdown().await;
             Ok::<(), io::Error>(())
         })
+    }
+}
+
+/// Answer a connection over the cap 503 and close it.
+async fn refuse<I: tokio::io::AsyncWrite + Unpin>(mut io: I) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(REFUSAL_WRITE, io.write_all(connections::REFUSAL)).await;
+}
+
+/// The app as one connection's hyper service: each request holds the connection in
+/// flight until its response body ends, and carries the peer's address.
+struct PerConnection<A> {
+    app: axum::Router,
+    conn: Arc<Conn>,
+    addr: A,
+}
+
+impl<A: Clone + Send + Sync + 'static> hyper::service::Service<http::Request<Incoming>>
+    for PerConnection<A>
+{
+    type Response = http::Response<Tracked>;
+    type Error = Infallible;
+    type Future = Answer;
+
+    fn call(&self, req: http::Request<Incoming>) -> Answer {
+        let Some(guard) = self.conn.enter() else {
+            return Answer::Refused;
+        };
+        let mut req = req.map(Body::new);
+        req.extensions_mut().insert(ConnectInfo(self.addr.clone()));
+        Answer::Serving {
+            future: self.app.clone().oneshot(req),
+            guard: Some(guard),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of one request of [`PerConnection`].
+    #[project = AnswerProj]
+    enum Answer {
+        Serving {
+            #[pin]
+            future: Oneshot<axum::Router, http::Request<Body>>,
+            guard: Option<InFlight>,
+        },
+        Refused,
+    }
+}
+
+impl Future for Answer {
+    type Output = Result<http::Response<Tracked>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            AnswerProj::Serving { future, guard } => {
+                let Ok(response) = std::task::ready!(future.poll(cx));
+                let guard = guard.take();
+                Poll::Ready(Ok(response.map(|body| Tracked {
+                    body,
+                    _guard: guard,
+                })))
+            }
+            AnswerProj::Refused => {
+                let mut response = http::Response::new(Tracked {
+                    body: Body::empty(),
+                    _guard: None,
+                });
+                *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                let headers = response.headers_mut();
+                headers.insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                headers.insert(http::header::RETRY_AFTER, http::HeaderValue::from(1u32));
+                Poll::Ready(Ok(response))
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body holding its connection in flight until it is dropped; the
+    /// body's size is kept.
+    struct Tracked {
+        #[pin]
+        body: Body,
+        _guard: Option<InFlight>,
+    }
+}
+
+impl http_body::Body for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -13,6 +13,7 @@
 //! cannot tell "not yours" from "no such session".
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,9 +26,53 @@ use crate::config::SessionLimits;
 /// The Legacy session header.
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
+/// A busy session with only calls in flight frees up when they end: retry soon.
+const RETRY_AFTER_CALLS: Duration = Duration::from_secs(1);
+/// One with an open GET stream frees up when its client closes it, which nothing
+/// here can predict: check back in a minute (or at its end of life, if sooner).
+const RETRY_AFTER_STREAM: Duration = Duration::from_secs(60);
+
+/// Who a session counts against for the per-caller caps.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Caller {
+    /// An authenticated caller, by the HMAC of its issuer and subject.
+    Identity(Vec<u8>),
+    /// Anonymous callers from one address (an IPv6 address: its /64).
+    Address(IpAddr),
+    /// Anonymous callers whose address the server did not give (no `ConnectInfo`).
+    Anonymous,
+}
+
+impl Caller {
+    fn anonymous_at(address: Option<IpAddr>) -> Self {
+        match address {
+            None => Self::Anonymous,
+            Some(IpAddr::V4(v4)) => Self::Address(IpAddr::V4(v4)),
+            Some(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+                Some(v4) => Self::Address(IpAddr::V4(v4)),
+                // One host usually holds a whole /64.
+                None => Self::Address(IpAddr::V6(std::net::Ipv6Addr::from(
+                    u128::from(v6) & !((1u128 << 64) - 1),
+                ))),
+            },
+        }
+    }
+}
+
+/// What binding a new session decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Bound; `evicted` is an idle session chosen to close to make room.
+    Bound { evicted: Option<String> },
+    /// Over a cap with no idle session to close: answer 503, retry after this.
+    Full { retry_after: Duration },
+}
+
 /// One live Legacy session: who created it, and what its lifetime policy needs.
 struct Entry {
     tag: hmac::Tag,
+    /// Whom it counts against for the per-caller caps.
+    caller: Caller,
     created: Instant,
     /// The start or end of its latest request (the sliding idle TTL counts from here).
     last_seen: Instant,
@@ -54,14 +99,22 @@ impl Entry {
             .is_some_and(|max| now.saturating_duration_since(self.created) >= max)
     }
 
-    /// When this session could be retired, if nothing else happens.
-    fn retires_at(&self, limits: &SessionLimits) -> Option<Instant> {
-        let idle = (self.calls == 0 && self.streams == 0).then(|| self.last_seen + limits.ttl);
-        let old = limits.max_lifetime.map(|max| self.created + max);
-        match (idle, old) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+    fn idle(&self) -> bool {
+        self.calls == 0 && self.streams == 0
+    }
+
+    /// How soon this busy session could be closed to make room (see the consts).
+    fn frees_in(&self, limits: &SessionLimits, now: Instant) -> Duration {
+        let by_use = if self.streams == 0 {
+            RETRY_AFTER_CALLS
+        } else {
+            RETRY_AFTER_STREAM
+        };
+        limits.max_lifetime.map_or(by_use, |max| {
+            (self.created + max)
+                .saturating_duration_since(now)
+                .min(by_use)
+        })
     }
 }
 
@@ -156,19 +209,71 @@ impl SessionBindings {
         }
     }
 
-    /// Bind a new session to its creator, unless `cap` sessions are live already
-    /// (then `false`: the caller closes it and answers 503).
-    pub(crate) fn bind(&self, session: &str, identity: Option<&Identity>, cap: usize) -> bool {
+    /// Bind a new session to its creator (anonymous: to `address`), within the caps
+    /// of `limits`. Over the caller's own cap, its least recently used idle session
+    /// makes room; over the total, that of the caller holding the most sessions (the
+    /// caller's own if no one holds more than it). The session chosen is marked
+    /// closing (the caller closes it); with no idle one to choose, `Full`.
+    pub(crate) fn bind(
+        &self,
+        session: &str,
+        identity: Option<&Identity>,
+        address: Option<IpAddr>,
+        limits: &SessionLimits,
+    ) -> Admit {
         let tag = hmac::sign(&self.key, &Self::message(identity));
+        let (caller, cap) = match identity.filter(|i| !i.is_anonymous()) {
+            Some(_) => (
+                Caller::Identity(tag.as_ref().to_vec()),
+                limits.max_per_identity,
+            ),
+            None => (Caller::anonymous_at(address), limits.max_per_address),
+        };
         let now = Instant::now();
         let mut bound = self.bound();
-        if bound.len() >= cap {
-            return false;
+        let victim = {
+            let live = || bound.values().filter(|e| !e.closing);
+            let mut counts: HashMap<&Caller, usize> = HashMap::new();
+            for entry in live() {
+                *counts.entry(&entry.caller).or_default() += 1;
+            }
+            let mine = counts.get(&caller).copied().unwrap_or(0);
+            let total: usize = counts.values().sum();
+            let count = |c: &Caller| counts.get(c).copied().unwrap_or(0);
+            // Over its own cap only its own sessions; at the total cap also those of
+            // callers holding more than it.
+            let own_only = mine >= cap;
+            let eligible = |e: &Entry| e.caller == caller || (!own_only && count(&e.caller) > mine);
+            match own_only || total >= limits.max_sessions {
+                false => None,
+                true => {
+                    let chosen = bound
+                        .iter()
+                        .filter(|(_, e)| !e.closing && e.idle() && eligible(e))
+                        .max_by_key(|(_, e)| (count(&e.caller), std::cmp::Reverse(e.last_seen)))
+                        .map(|(id, _)| id.clone());
+                    match chosen {
+                        Some(id) => Some(id),
+                        None => {
+                            let retry_after = live()
+                                .filter(|e| eligible(e))
+                                .map(|e| e.frees_in(limits, now))
+                                .min()
+                                .unwrap_or(RETRY_AFTER_CALLS);
+                            return Admit::Full { retry_after };
+                        }
+                    }
+                }
+            }
+        };
+        if let Some(entry) = victim.as_ref().and_then(|id| bound.get_mut(id)) {
+            entry.closing = true;
         }
         bound.insert(
             session.to_owned(),
             Entry {
                 tag,
+                caller,
                 created: now,
                 last_seen: now,
                 calls: 0,
@@ -176,7 +281,7 @@ impl SessionBindings {
                 closing: false,
             },
         );
-        true
+        Admit::Bound { evicted: victim }
     }
 
     /// Forget a session (deleted or expired).
@@ -239,17 +344,6 @@ impl SessionBindings {
                 session.clone()
             })
             .collect()
-    }
-
-    /// How long until some session can be retired (for `Retry-After`), at most `ttl`.
-    pub(crate) fn next_retirement(&self, limits: &SessionLimits) -> Duration {
-        let now = Instant::now();
-        self.bound()
-            .values()
-            .filter_map(|entry| entry.retires_at(limits))
-            .min()
-            .map_or(limits.ttl, |at| at.saturating_duration_since(now))
-            .min(limits.ttl)
     }
 
     /// Drop the bindings of sessions for which `alive` is false; the dropped ids.
@@ -325,10 +419,95 @@ mod tests {
         }
     }
 
-    const CAP: usize = 10;
-
     fn limits() -> SessionLimits {
         SessionLimits::default()
+    }
+
+    fn bind(bindings: &SessionBindings, session: &str, identity: Option<&Identity>) {
+        let admit = bindings.bind(session, identity, None, &limits());
+        assert_eq!(admit, Admit::Bound { evicted: None });
+    }
+
+    fn caps(total: usize, per_caller: usize) -> SessionLimits {
+        SessionLimits {
+            max_sessions: total,
+            max_per_identity: per_caller,
+            max_per_address: per_caller,
+            ..SessionLimits::default()
+        }
+    }
+
+    #[test]
+    fn over_a_cap_the_heaviest_callers_idle_session_makes_room() {
+        let bindings = Arc::new(SessionBindings::new());
+        let (a, b) = (
+            Some("10.0.0.1".parse().unwrap()),
+            Some("10.0.0.2".parse().unwrap()),
+        );
+        let limits = caps(4, 3);
+        for id in ["a1", "a2", "a3"] {
+            assert_eq!(
+                bindings.bind(id, None, a, &limits),
+                Admit::Bound { evicted: None }
+            );
+        }
+        // Over its own cap: its least recently used idle session goes.
+        let _busy = bindings.enter("a1", Use::Call);
+        assert_eq!(
+            bindings.bind("a4", None, a, &limits),
+            Admit::Bound {
+                evicted: Some("a2".into())
+            }
+        );
+        assert_eq!(
+            bindings.verdict("a2", None, &limits),
+            Verdict::Stranger,
+            "closing"
+        );
+        bindings.unbind("a2");
+        // Another caller at the total cap: the heavier caller's idle session goes.
+        assert_eq!(
+            bindings.bind("b1", None, b, &limits),
+            Admit::Bound { evicted: None }
+        );
+        assert_eq!(
+            bindings.bind("b2", None, b, &limits),
+            Admit::Bound {
+                evicted: Some("a3".into())
+            }
+        );
+        bindings.unbind("a3");
+        // Equal holders (a: a1, a4; b: b1, b2): b takes from itself, not from a.
+        assert_eq!(
+            bindings.bind("b3", None, b, &limits),
+            Admit::Bound {
+                evicted: Some("b1".into())
+            }
+        );
+        bindings.unbind("b1");
+        // All of a caller's sessions busy: 503, retry when a call ends.
+        let _s1 = bindings.enter("a4", Use::Stream);
+        let _s2 = bindings.enter("b2", Use::Stream);
+        let _s3 = bindings.enter("b3", Use::Call);
+        assert_eq!(
+            bindings.bind("b4", None, b, &limits),
+            Admit::Full {
+                retry_after: RETRY_AFTER_CALLS
+            }
+        );
+        // Authenticated callers are counted by identity, wherever they come from.
+        let alice = who("https://idp", "alice");
+        let limits = caps(100, 1);
+        assert_eq!(
+            bindings.bind("x1", Some(&alice), a, &limits),
+            Admit::Bound { evicted: None }
+        );
+        assert_eq!(
+            bindings.bind("x2", Some(&alice), b, &limits),
+            Admit::Bound {
+                evicted: Some("x1".into())
+            }
+        );
     }
 
     #[test]
@@ -336,7 +515,7 @@ mod tests {
         let bindings = SessionBindings::new();
         let limits = &limits();
         let alice = who("https://idp", "alice");
-        bindings.bind("s1", Some(&alice), CAP);
+        bind(&bindings, "s1", Some(&alice));
         assert_eq!(bindings.verdict("s1", Some(&alice), limits), Verdict::Owner);
         // Same subject from another issuer, another subject, and anonymous.
         for other in [who("https://other", "alice"), who("https://idp", "bob")] {
@@ -347,7 +526,7 @@ mod tests {
         }
         assert_eq!(bindings.verdict("s1", None, limits), Verdict::Stranger);
         // Issuer "a\0" + subject "b" must not collide with "a" + "\0b".
-        bindings.bind("s2", Some(&who("a\0", "b")), CAP);
+        bind(&bindings, "s2", Some(&who("a\0", "b")));
         assert_eq!(
             bindings.verdict("s2", Some(&who("a", "\0b")), limits),
             Verdict::Stranger
@@ -358,7 +537,7 @@ mod tests {
     fn anonymous_sessions_refuse_a_token() {
         let bindings = SessionBindings::new();
         let limits = &limits();
-        bindings.bind("anon", Some(&Identity::anonymous()), CAP);
+        bind(&bindings, "anon", Some(&Identity::anonymous()));
         assert_eq!(bindings.verdict("anon", None, limits), Verdict::Owner);
         assert_eq!(
             bindings.verdict("anon", Some(&Identity::anonymous()), limits),

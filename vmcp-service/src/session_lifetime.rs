@@ -8,9 +8,13 @@
 //! flight; it takes no new requests meanwhile). A closed session releases its
 //! listener, and with it its backend subscriptions, at once.
 //!
-//! The cap is checked when rmcp has created a session for an `initialize`: over it,
-//! the new session is closed unused and the client gets HTTP 503 with
-//! `Retry-After`. Live sessions are never evicted to make room.
+//! The caps are checked when rmcp has created a session for an `initialize`
+//! (`SessionBindings::bind`): over the caller's own cap (per identity, or per
+//! address for anonymous callers) its least recently used idle session is closed
+//! to make room, over the total cap that of the caller holding the most sessions.
+//! With no idle session to close, the new session is closed unused and the client
+//! gets HTTP 503 with `Retry-After`: 1 s when a call in flight holds the sessions
+//! in the way, 60 s when open GET streams do (or their end of life, if sooner).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
@@ -198,8 +202,16 @@ mod tests {
         SessionLimits {
             ttl,
             max_lifetime,
-            max_sessions: 2,
+            ..SessionLimits::default()
         }
+    }
+
+    fn bind(bindings: &SessionBindings, session: &str) {
+        let admit = bindings.bind(session, None, None, &SessionLimits::default());
+        assert_eq!(
+            admit,
+            crate::session_binding::Admit::Bound { evicted: None }
+        );
     }
 
     #[tokio::test]
@@ -218,9 +230,8 @@ mod tests {
     #[test]
     fn idle_sessions_retire_unless_in_use() {
         let bindings = Arc::new(SessionBindings::new());
-        assert!(bindings.bind("a", None, 2));
-        assert!(bindings.bind("b", None, 2));
-        assert!(!bindings.bind("c", None, 2), "the cap");
+        bind(&bindings, "a");
+        bind(&bindings, "b");
         let call = bindings.enter("a", Use::Call);
         let stream = bindings.enter("b", Use::Stream);
         let now = limits(Duration::ZERO, None);
@@ -231,7 +242,7 @@ mod tests {
         drop(call);
         assert_eq!(bindings.retire(&now), ["a"]);
         // Not idle yet under a real TTL.
-        assert!(bindings.bind("d", None, 5));
+        bind(&bindings, "d");
         assert!(
             bindings
                 .retire(&limits(Duration::from_secs(60), None))
@@ -242,7 +253,7 @@ mod tests {
     #[test]
     fn old_sessions_refuse_requests_and_retire_after_their_calls() {
         let bindings = Arc::new(SessionBindings::new());
-        assert!(bindings.bind("a", None, 2));
+        bind(&bindings, "a");
         let old = limits(Duration::from_secs(60), Some(Duration::ZERO));
         let call = bindings.enter("a", Use::Call);
         let _stream = bindings.enter("a", Use::Stream);

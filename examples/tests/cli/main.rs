@@ -5,6 +5,7 @@
 
 mod commands;
 mod config_ux;
+mod connections;
 mod fifo;
 mod origins;
 mod outgoing_auth;

@@ -21,6 +21,7 @@ pub struct Serve {
     env_remove: Vec<OsString>,
     stdout: Option<PathBuf>,
     stderr: Option<PathBuf>,
+    nofile: Option<u64>,
 }
 
 impl Serve {
@@ -52,6 +53,13 @@ impl Serve {
         self
     }
 
+    /// Run it with an open-file limit of `limit` (soft and hard, set by `sh`'s
+    /// `ulimit -n` before it execs the binary).
+    pub fn nofile(mut self, limit: u64) -> Self {
+        self.nofile = Some(limit);
+        self
+    }
+
     /// Write stdout to `path`.
     pub fn stdout_to(mut self, path: impl Into<PathBuf>) -> Self {
         self.stdout = Some(path.into());
@@ -72,7 +80,16 @@ impl Serve {
             Some(path) => Stdio::from(std::fs::File::create(path).expect("create a log file")),
             None => Stdio::null(),
         };
-        let mut command = Command::new(VMCP);
+        let mut command = match self.nofile {
+            None => Command::new(VMCP),
+            Some(limit) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", r#"ulimit -n "$0" && exec "$@""#])
+                    .arg(limit.to_string())
+                    .arg(VMCP);
+                sh
+            }
+        };
         command
             .args(["serve", "--port", &port.to_string()])
             .args(&self.args)

@@ -8,6 +8,7 @@ mod audit;
 mod authz;
 pub mod composite;
 mod composite_check;
+mod connections;
 mod hints;
 mod incoming;
 mod limits;
@@ -31,6 +32,10 @@ use serde_json::Value;
 pub use audit::AuditConfig;
 pub use authz::{Authz, AuthzConfig, AuthzType};
 pub(crate) use composite_check::step_tools as composite_step_tools;
+pub use connections::{
+    ConnectionLimits, ConnectionsConfig, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, default_max_connections,
+};
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
@@ -41,8 +46,8 @@ pub use outgoing::{
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use sessions::{
-    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_TTL, OperatorClaim, SessionLimits, SessionsConfig,
-    StatusConfig,
+    DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_ADDRESS, DEFAULT_MAX_SESSIONS_PER_IDENTITY,
+    DEFAULT_SESSION_TTL, OperatorClaim, SessionLimits, SessionsConfig, StatusConfig,
 };
 pub use stack::{StackError, StackProblem, stack_builder};
 pub use stdio::{EnvValue, find_executable};
@@ -275,6 +280,9 @@ pub struct OperationalConfig {
     /// Legacy backend calls waiting for a 2026-07-28 caller's input: TTL and cap.
     #[serde(default)]
     pub parked_calls: ParkedCallsConfig,
+    /// Client connections: cap, header-read and idle timeouts.
+    #[serde(default)]
+    pub connections: ConnectionsConfig,
 }
 
 /// `operational.failureHandling`.

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(30 * 60);
 /// Default cap on live Legacy sessions (the reference's per-pod LRU size).
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+/// Default cap on live Legacy sessions of one authenticated caller.
+pub const DEFAULT_MAX_SESSIONS_PER_IDENTITY: usize = 100;
+/// Default cap on live Legacy sessions of anonymous callers from one address.
+pub const DEFAULT_MAX_SESSIONS_PER_ADDRESS: usize = 100;
 
 /// `operational.sessions`: how long Legacy (2025-11-25) sessions live and how many
 /// may live at once. Modern (2026-07-28) requests are stateless and not counted.
@@ -25,10 +29,21 @@ pub struct SessionsConfig {
     #[serde(default, with = "humantime_serde")]
     #[schemars(with = "Option<String>")]
     pub max_lifetime: Option<Duration>,
-    /// Cap on live sessions: an `initialize` over it is answered HTTP 503 with
-    /// `Retry-After` (no live session is evicted). Default 1000.
+    /// Cap on live sessions. At it, an `initialize` closes the least recently used
+    /// idle session of the caller holding the most sessions (the caller's own if
+    /// no one holds more); with none idle it is answered HTTP 503 with
+    /// `Retry-After`. Default 1000.
     #[serde(default)]
     pub max_sessions: Option<usize>,
+    /// Cap on live sessions of one authenticated caller (issuer and subject). Over
+    /// it, the caller's least recently used idle session is closed; with none idle,
+    /// 503. Default 100.
+    #[serde(default)]
+    pub max_per_identity: Option<usize>,
+    /// Cap on live sessions of anonymous callers from one address (an IPv6 /64).
+    /// Same rule as `maxPerIdentity`. Default 100.
+    #[serde(default)]
+    pub max_per_address: Option<usize>,
 }
 
 /// The session limits in force, defaults applied.
@@ -40,6 +55,10 @@ pub struct SessionLimits {
     pub max_lifetime: Option<Duration>,
     /// Cap on live sessions.
     pub max_sessions: usize,
+    /// Cap on live sessions of one authenticated caller.
+    pub max_per_identity: usize,
+    /// Cap on live sessions of anonymous callers from one address.
+    pub max_per_address: usize,
 }
 
 impl Default for SessionLimits {
@@ -55,6 +74,12 @@ impl SessionsConfig {
             ttl: self.ttl.unwrap_or(DEFAULT_SESSION_TTL),
             max_lifetime: self.max_lifetime,
             max_sessions: self.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS),
+            max_per_identity: self
+                .max_per_identity
+                .unwrap_or(DEFAULT_MAX_SESSIONS_PER_IDENTITY),
+            max_per_address: self
+                .max_per_address
+                .unwrap_or(DEFAULT_MAX_SESSIONS_PER_ADDRESS),
         }
     }
 
@@ -66,8 +91,16 @@ impl SessionsConfig {
                 ));
             }
         }
-        if self.max_sessions == Some(0) {
-            errors.push("operational.sessions.maxSessions must be greater than 0".into());
+        for (field, value) in [
+            ("maxSessions", self.max_sessions),
+            ("maxPerIdentity", self.max_per_identity),
+            ("maxPerAddress", self.max_per_address),
+        ] {
+            if value == Some(0) {
+                errors.push(format!(
+                    "operational.sessions.{field} must be greater than 0"
+                ));
+            }
         }
     }
 }
@@ -128,9 +161,11 @@ mod tests {
             ttl: Some(Duration::ZERO),
             max_lifetime: Some(Duration::ZERO),
             max_sessions: Some(0),
+            max_per_identity: Some(0),
+            max_per_address: Some(0),
         };
         let mut errors = Vec::new();
         zero.validate(&mut errors);
-        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(errors.len(), 5, "{errors:?}");
     }
 }

@@ -113,13 +113,24 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
-        use crate::session_binding::{Use, Verdict, created_by, identity_of, redirect_to_nowhere};
+        use crate::session_binding::{
+            Admit, Use, Verdict, created_by, identity_of, redirect_to_nowhere,
+        };
         // Backend deadlines are timed from here (see `CallBudget::since`).
         req.extensions_mut()
             .insert(crate::backend::Received(tokio::time::Instant::now()));
         let shared = self.shared.clone();
         let identity = identity_of(&req);
         let session = crate::session_binding::session_of(&req);
+        // Only a request without a session may create one (and be capped by address).
+        let peer = session
+            .is_none()
+            .then(|| {
+                req.extensions()
+                    .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                    .map(|info| info.0.ip())
+            })
+            .flatten();
         let limits = crate::session_lifetime::limits(&shared.aggregator);
         let delete = req.method() == http::Method::DELETE;
         let mut in_use = None;
@@ -203,25 +214,40 @@ where
             }
             match &session {
                 None => {
-                    if let Some(created) = created_by(&response)
-                        && !shared
+                    if let Some(created) = created_by(&response) {
+                        match shared
                             .bindings
-                            .bind(&created, identity.as_deref(), limits.max_sessions)
-                    {
-                        tracing::warn!(
-                            cap = limits.max_sessions,
-                            "refused a new Legacy session: operational.sessions.maxSessions reached"
-                        );
-                        Box::pin(crate::session_lifetime::close(
-                            &shared.manager,
-                            &shared.bindings,
-                            &shared.sessions,
-                            &created,
-                        ))
-                        .await;
-                        return Ok(crate::session_lifetime::over_cap(
-                            shared.bindings.next_retirement(&limits),
-                        ));
+                            .bind(&created, identity.as_deref(), peer, &limits)
+                        {
+                            Admit::Bound { evicted: None } => {}
+                            Admit::Bound {
+                                evicted: Some(evicted),
+                            } => {
+                                tracing::debug!(
+                                    "closed an idle Legacy session of the caller holding the most to make room"
+                                );
+                                Box::pin(crate::session_lifetime::close(
+                                    &shared.manager,
+                                    &shared.bindings,
+                                    &shared.sessions,
+                                    &evicted,
+                                ))
+                                .await;
+                            }
+                            Admit::Full { retry_after } => {
+                                tracing::warn!(
+                                    "refused a new Legacy session: operational.sessions caps reached, no idle session to close"
+                                );
+                                Box::pin(crate::session_lifetime::close(
+                                    &shared.manager,
+                                    &shared.bindings,
+                                    &shared.sessions,
+                                    &created,
+                                ))
+                                .await;
+                                return Ok(crate::session_lifetime::over_cap(retry_after));
+                            }
+                        }
                     }
                 }
                 Some(session) if deleting && response.status().is_success() => {
