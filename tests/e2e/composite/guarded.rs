@@ -68,7 +68,10 @@ compositeTools:
         assert_eq!(error(&reply), denied, "{:?}", reply.body);
     }
     for reply in call_replies(&url, "flow_echo", json!({"text": "say hello"})).await {
-        assert_eq!(result(&reply)["structuredContent"]["text"], "flow: say hello");
+        assert_eq!(
+            result(&reply)["structuredContent"]["text"],
+            "flow: say hello"
+        );
     }
     // Through the composite, the step with the same rendered arguments is refused
     // the same way; with harmless ones it runs.
@@ -76,7 +79,10 @@ compositeTools:
         assert_eq!(error(&reply), denied, "{:?}", reply.body);
     }
     for reply in call_replies(&url, "relay", json!({"word": "hello"})).await {
-        assert_eq!(result(&reply)["structuredContent"]["text"], "flow: say hello");
+        assert_eq!(
+            result(&reply)["structuredContent"]["text"],
+            "flow: say hello"
+        );
     }
     // Arguments made from an elicitation answer: the same, on both revisions.
     for mode in ["legacy", "2026-07-28"] {
@@ -107,7 +113,8 @@ compositeTools:
         .map(|c| c.arguments["text"].clone())
         .collect();
     assert!(
-        seen.iter().all(|t| !t.as_str().unwrap_or_default().contains("secret")),
+        seen.iter()
+            .all(|t| !t.as_str().unwrap_or_default().contains("secret")),
         "the backend never saw the forbidden arguments: {seen:?}"
     );
     assert_eq!(seen.len(), 6, "{seen:?}");
@@ -205,7 +212,8 @@ compositeTools:
     for result in call_both(&gw.url(), "broken", json!({})).await {
         assert_eq!(result["isError"], true, "{result}");
         assert!(
-            super::text(&result).contains("step \"gone\" failed: tool \"flow.nonexistent\" is not available"),
+            super::text(&result)
+                .contains("step \"gone\" failed: tool \"flow.nonexistent\" is not available"),
             "{result}"
         );
     }

@@ -25,12 +25,12 @@ use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
 use super::bridge::{ClientCaps, sampling_declined};
-use super::meta;
 use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
 use super::hints::CacheHint;
 use super::http_clients::BackendHttp;
+use super::meta;
 use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, Supervisor};
