@@ -419,6 +419,20 @@ impl std::fmt::Debug for AdmissionHandle {
 pub trait BackendObserver: Send + Sync {
     /// A backend call starts.
     fn start(&self, backend: &str, method: &str, name: Option<&str>) -> Box<dyn BackendCallScope>;
+    /// A step of composite tool `composite` starts: its span is a child of the
+    /// request's, and the step's backend calls are observed under it.
+    fn step(&self, composite: &str, step: &str) -> Box<dyn StepScope>;
+    /// A run of composite tool `composite` ended (per-composite executions, errors,
+    /// duration); `error` when it failed, was refused or was cancelled.
+    fn workflow(&self, composite: &str, elapsed: std::time::Duration, error: bool);
+}
+
+/// One observed composite step.
+pub trait StepScope: Send {
+    /// The observer of the step's backend calls (children of the step's span).
+    fn calls(&self) -> BackendCalls;
+    /// The step ended with `outcome` (as audited: `success`, `failure`, …).
+    fn end(self: Box<Self>, outcome: &str);
 }
 
 /// One observed backend call.

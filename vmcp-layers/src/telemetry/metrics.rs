@@ -78,6 +78,9 @@ struct Otel {
     backend_requests: OtelCounter<u64>,
     backend_duration: OtelHistogram<f64>,
     backend_errors: OtelCounter<u64>,
+    workflows: OtelCounter<u64>,
+    workflow_duration: OtelHistogram<f64>,
+    workflow_errors: OtelCounter<u64>,
 }
 
 struct Prom {
@@ -88,6 +91,9 @@ struct Prom {
     backend_requests: Family<Labels, Counter>,
     backend_duration: HistogramFamily,
     backend_errors: Family<Labels, Counter>,
+    workflows: Family<Labels, Counter>,
+    workflow_duration: HistogramFamily,
+    workflow_errors: Family<Labels, Counter>,
 }
 
 /// The gateway's metrics: per method, and per backend and method.
@@ -135,6 +141,19 @@ impl Metrics {
                 .u64_counter("vmcp.backend.errors")
                 .with_description("Backend requests that failed")
                 .build(),
+            workflows: m
+                .u64_counter("vmcp.workflow.executions")
+                .with_description("Composite tool runs")
+                .build(),
+            workflow_duration: m
+                .f64_histogram("vmcp.workflow.duration")
+                .with_unit("s")
+                .with_description("Composite tool run duration")
+                .build(),
+            workflow_errors: m
+                .u64_counter("vmcp.workflow.errors")
+                .with_description("Composite tool runs that failed")
+                .build(),
         });
         let prom = prometheus.then(|| {
             let mut registry = Registry::default();
@@ -147,6 +166,11 @@ impl Metrics {
                     latency_histogram as fn() -> Histogram,
                 ),
                 backend_errors: Family::default(),
+                workflows: Family::default(),
+                workflow_duration: Family::new_with_constructor(
+                    latency_histogram as fn() -> Histogram,
+                ),
+                workflow_errors: Family::default(),
                 registry: Mutex::new(Registry::default()),
             };
             registry.register(
@@ -178,6 +202,21 @@ impl Metrics {
                 "vmcp_backend_errors",
                 "Backend requests that failed",
                 prom.backend_errors.clone(),
+            );
+            registry.register(
+                "vmcp_workflow_executions",
+                "Composite tool runs",
+                prom.workflows.clone(),
+            );
+            registry.register(
+                "vmcp_workflow_duration_seconds",
+                "Composite tool run duration",
+                prom.workflow_duration.clone(),
+            );
+            registry.register(
+                "vmcp_workflow_errors",
+                "Composite tool runs that failed",
+                prom.workflow_errors.clone(),
             );
             *prom.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
             prom
@@ -239,6 +278,28 @@ impl Metrics {
                 .observe(elapsed.as_secs_f64());
             if error {
                 prom.backend_errors.get_or_create(&labels).inc();
+            }
+        }
+    }
+
+    /// One run of composite tool `composite`.
+    pub fn workflow(&self, composite: &str, elapsed: Duration, error: bool) {
+        if let Some(otel) = &self.otel {
+            let attrs = [KeyValue::new("vmcp.composite", composite.to_owned())];
+            otel.workflows.add(1, &attrs);
+            otel.workflow_duration.record(elapsed.as_secs_f64(), &attrs);
+            if error {
+                otel.workflow_errors.add(1, &attrs);
+            }
+        }
+        if let Some(prom) = &self.prom {
+            let labels: Labels = vec![("composite", composite.to_owned())];
+            prom.workflows.get_or_create(&labels).inc();
+            prom.workflow_duration
+                .get_or_create(&labels)
+                .observe(elapsed.as_secs_f64());
+            if error {
+                prom.workflow_errors.get_or_create(&labels).inc();
             }
         }
     }

@@ -49,6 +49,7 @@ use tower::{Layer, Service};
 use crate::body::ObservedBody;
 use crate::context::{
     BackendCallScope, BackendCalls, BackendObserver, BackendTarget, CallKind, ParsedMcpRequest,
+    StepScope,
 };
 pub use exposition::MetricsAccess;
 pub use metrics::Metrics;
@@ -409,6 +410,57 @@ impl BackendObserver for RequestObserver {
             method: method.to_owned(),
             started: Instant::now(),
         })
+    }
+
+    fn step(&self, composite: &str, step: &str) -> Box<dyn StepScope> {
+        let span = self.shared.tracer.as_ref().map(|tracer| {
+            tracer
+                .span_builder(format!("composite step {composite}.{step}"))
+                .with_kind(SpanKind::Internal)
+                .with_attributes([
+                    KeyValue::new("vmcp.composite", composite.to_owned()),
+                    KeyValue::new("vmcp.step", step.to_owned()),
+                ])
+                .start_with_context(tracer, &self.parent)
+        });
+        Box::new(StepSpan {
+            shared: self.shared.clone(),
+            span,
+            parent: self.parent.clone(),
+        })
+    }
+
+    fn workflow(&self, composite: &str, elapsed: std::time::Duration, error: bool) {
+        self.shared.metrics.workflow(composite, elapsed, error);
+    }
+}
+
+struct StepSpan {
+    shared: Arc<Shared>,
+    span: Option<opentelemetry_sdk::trace::Span>,
+    parent: Context,
+}
+
+impl StepScope for StepSpan {
+    fn calls(&self) -> BackendCalls {
+        let parent = match &self.span {
+            Some(span) => Context::new().with_remote_span_context(span.span_context().clone()),
+            None => self.parent.clone(),
+        };
+        BackendCalls(Arc::new(RequestObserver {
+            shared: self.shared.clone(),
+            parent,
+        }))
+    }
+
+    fn end(mut self: Box<Self>, outcome: &str) {
+        if let Some(span) = self.span.as_mut() {
+            span.set_attribute(KeyValue::new("vmcp.step.outcome", outcome.to_owned()));
+            if outcome != "success" && outcome != "skipped" {
+                span.set_status(Status::error(outcome.to_owned()));
+            }
+            span.end();
+        }
     }
 }
 

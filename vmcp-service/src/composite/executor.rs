@@ -16,6 +16,7 @@ use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
+use vmcp_layers::context::{BackendCalls, StepScope};
 
 use super::coerce::coerce_arguments;
 use super::done::{Done, Status};
@@ -361,29 +362,26 @@ impl Run {
     }
 
     async fn step(&self, step: &StepConfig, context: Value) -> Next {
-        let started = Instant::now();
+        if step.kind == StepType::Elicitation {
+            return self.elicitation(step, &context, Instant::now()).await;
+        }
+        let mut watch = Watch::new(self, step);
+        let calls = watch.scope.as_ref().map(|s| s.calls());
         let (result, attempts) = match step.kind {
-            StepType::Tool => self.tool_call(step, &context).await,
-            StepType::ForEach => (self.for_each(step, &context).await, 1),
-            StepType::Elicitation => return self.elicitation(step, &context, started).await,
+            StepType::ForEach => (self.for_each(step, &context, calls.as_ref()).await, 1),
+            _ => self.tool_call(step, &context, calls.as_ref()).await,
         };
-        let duration = started.elapsed();
         match result {
             Ok(done) => {
-                self.audit(step, "success", duration, attempts);
+                watch.finish("success", attempts);
                 Next::Go(done)
             }
             Err(Failure::Denied) => {
-                self.audit(step, "denied", duration, attempts);
+                watch.finish("denied", attempts);
                 Next::Denied
             }
             Err(Failure::Failed { message, timed_out }) => {
-                self.audit(
-                    step,
-                    if timed_out { "timeout" } else { "failure" },
-                    duration,
-                    attempts,
-                );
+                watch.finish(if timed_out { "timeout" } else { "failure" }, attempts);
                 if step.error_action() == ErrorAction::Continue {
                     Next::Go(Done {
                         status: Status::Failed,
@@ -400,7 +398,12 @@ impl Run {
     }
 
     /// Call a tool step, retrying per `onError`; returns the attempts made.
-    async fn tool_call(&self, step: &StepConfig, context: &Value) -> (Result<Done, Failure>, u32) {
+    async fn tool_call(
+        &self,
+        step: &StepConfig,
+        context: &Value,
+        calls: Option<&BackendCalls>,
+    ) -> (Result<Done, Failure>, u32) {
         let tool = step.tool.as_deref().unwrap_or_default();
         let Some(entry) = self.workflow.resolve(&self.catalog, tool).cloned() else {
             return (
@@ -433,7 +436,9 @@ impl Run {
                 let factor = 2u32.saturating_pow(attempt - 1).min(60);
                 tokio::time::sleep(delay.saturating_mul(factor)).await;
             }
-            let call = self.caller.call(entry.clone(), arguments.clone());
+            let call = self
+                .caller
+                .call(entry.clone(), arguments.clone(), calls.cloned());
             last = match tokio::time::timeout(timeout, call).await {
                 Ok(Ok(result)) if result.is_error != Some(true) => {
                     return (Ok(completed(result)), attempt + 1);
@@ -449,6 +454,46 @@ impl Run {
             };
         }
         (Err(last), attempts)
+    }
+}
+
+/// A tool or forEach step in flight: its audit line and telemetry span are written
+/// once, with its outcome, or `cancelled` when the step is dropped before it ends
+/// (the caller cancelled or went away, or the workflow timed out).
+struct Watch<'a> {
+    run: &'a Run,
+    step: &'a StepConfig,
+    started: Instant,
+    scope: Option<Box<dyn StepScope>>,
+    finished: bool,
+}
+
+impl<'a> Watch<'a> {
+    fn new(run: &'a Run, step: &'a StepConfig) -> Self {
+        Self {
+            run,
+            step,
+            started: Instant::now(),
+            scope: run.caller.observe_step(&step.id),
+            finished: false,
+        }
+    }
+
+    fn finish(&mut self, outcome: &'static str, attempts: u32) {
+        self.finished = true;
+        self.run
+            .audit(self.step, outcome, self.started.elapsed(), attempts);
+        if let Some(scope) = self.scope.take() {
+            scope.end(outcome);
+        }
+    }
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.finish("cancelled", 0);
+        }
     }
 }
 

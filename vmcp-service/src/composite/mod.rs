@@ -185,7 +185,7 @@ pub(crate) struct StepRecord<'a> {
     pub(crate) step: &'a str,
     pub(crate) tool: Option<&'a str>,
     pub(crate) backend: Option<&'a str>,
-    /// `success`, `failure`, `skipped`, `denied` or `timeout`.
+    /// `success`, `failure`, `skipped`, `denied`, `timeout` or `cancelled`.
     pub(crate) outcome: &'static str,
     pub(crate) duration: Duration,
     pub(crate) attempts: u32,
@@ -198,12 +198,17 @@ pub(crate) trait StepCaller: Send + Sync + 'static {
     /// a direct call with them gets (policies may read them); without, the
     /// argument-free decision (the check before the run starts).
     fn authorize(&self, entry: &ToolEntry, arguments: Option<&Map<String, Value>>) -> bool;
-    /// Call the tool on its backend; `Err` describes a failure that is not a tool
-    /// result (unreachable backend, JSON-RPC error).
+    /// A step starts: its telemetry scope (a span, whose children are the step's
+    /// backend calls), if telemetry is on.
+    fn observe_step(&self, step: &str) -> Option<Box<dyn vmcp_layers::context::StepScope>>;
+    /// Call the tool on its backend, observed by `calls` (the step's scope; the
+    /// request's without one); `Err` describes a failure that is not a tool result
+    /// (unreachable backend, JSON-RPC error).
     fn call(
         &self,
         entry: ToolEntry,
         arguments: Map<String, Value>,
+        calls: Option<vmcp_layers::context::BackendCalls>,
     ) -> BoxFuture<'static, Result<CallToolResult, String>>;
     /// Ask the caller, waiting at most `within` for its answer.
     fn elicit(

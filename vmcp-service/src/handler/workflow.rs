@@ -15,7 +15,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value};
-use vmcp_layers::context::{AdmissionHandle, BackendCalls, Identity, WorkflowAudit, WorkflowStep};
+use vmcp_layers::context::{
+    AdmissionHandle, BackendCalls, Identity, StepScope, WorkflowAudit, WorkflowStep,
+};
 
 use super::admission::extension;
 use super::elicit::{CANNOT_ANSWER, ask_over_session};
@@ -38,6 +40,8 @@ pub(super) fn denied() -> ErrorData {
 /// What a step needs from the request it runs under.
 struct Steps {
     handler: VmcpHandler,
+    /// The composite's name (step spans).
+    composite: String,
     admission: Option<AdmissionHandle>,
     calls: Option<BackendCalls>,
     audit: Option<WorkflowAudit>,
@@ -69,13 +73,18 @@ impl StepCaller for Steps {
         })
     }
 
+    fn observe_step(&self, step: &str) -> Option<Box<dyn StepScope>> {
+        self.calls.as_ref().map(|c| c.0.step(&self.composite, step))
+    }
+
     fn call(
         &self,
         entry: ToolEntry,
         arguments: Map<String, Value>,
+        calls: Option<BackendCalls>,
     ) -> BoxFuture<'static, Result<CallToolResult, String>> {
         let handler = self.handler.clone();
-        let calls = self.calls.clone();
+        let calls = calls.or_else(|| self.calls.clone());
         let modern = self.modern;
         let caller = self.caller;
         let ctx = self.ctx.clone();
@@ -157,8 +166,18 @@ impl VmcpHandler {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let state_caller = StateCaller::of(extension::<Arc<Identity>>(ctx).map(|i| &**i));
+        let started = std::time::Instant::now();
+        let calls = extension::<BackendCalls>(ctx).cloned();
+        let name = workflow.config.name.clone();
+        // One run of the composite in the metrics, however it ends.
+        let observe = |error: bool| {
+            if let Some(calls) = &calls {
+                calls.0.workflow(&name, started.elapsed(), error);
+            }
+        };
         let steps = Steps {
             handler: self.clone(),
+            composite: workflow.config.name.clone(),
             admission: extension::<AdmissionHandle>(ctx).cloned(),
             calls: extension::<BackendCalls>(ctx).cloned(),
             audit: extension::<WorkflowAudit>(ctx).cloned(),
@@ -168,20 +187,23 @@ impl VmcpHandler {
             can_elicit: declares_elicitation(ctx),
             ctx: ctx.clone(),
         };
-        let name = workflow.config.name.clone();
         let catalog = self.aggregator.catalog();
         let steps: Arc<dyn StepCaller> = Arc::new(steps);
         let (run, resume) = match &params.request_state {
             None => (Run::new(workflow, catalog, steps), None),
             Some(token) => {
-                let resume = self.open_state(&state_caller, token, &workflow, &params)?;
+                let resume = self
+                    .open_state(&state_caller, token, &workflow, &params)
+                    .inspect_err(|_| observe(true))?;
                 let run = Run::resumed(workflow, catalog, steps, &resume.state)
-                    .ok_or_else(super::workflow_state::stale)?;
+                    .ok_or_else(super::workflow_state::stale)
+                    .inspect_err(|_| observe(true))?;
                 (run, Some(resume))
             }
         };
         // A caller may not reach through a composite what it may not call directly.
         if !run.forbidden_steps().is_empty() {
+            observe(true);
             return Err(denied());
         }
         let go = async move {
@@ -192,8 +214,15 @@ impl VmcpHandler {
         };
         let outcome = tokio::select! {
             outcome = go => outcome,
-            () = ctx.ct.cancelled() => return Err(ErrorData::internal_error("the call was cancelled", None)),
+            () = ctx.ct.cancelled() => {
+                observe(true);
+                return Err(ErrorData::internal_error("the call was cancelled", None));
+            }
         };
+        observe(
+            !matches!(&outcome, Ok(Outcome::Complete(r)) if r.is_error != Some(true))
+                && !matches!(outcome, Ok(Outcome::Paused(_))),
+        );
         match outcome {
             Ok(Outcome::Complete(result)) => Ok(CallToolResponse::Complete(result)),
             Ok(Outcome::Paused(paused)) => Ok(self.input_required(&state_caller, &name, paused)),

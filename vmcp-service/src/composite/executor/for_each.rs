@@ -3,6 +3,7 @@
 
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
+use vmcp_layers::context::BackendCalls;
 
 use super::{Done, Failure, Run, Status};
 use crate::config::composite::{
@@ -15,6 +16,7 @@ impl Run {
         &self,
         step: &StepConfig,
         context: &Value,
+        calls: Option<&BackendCalls>,
     ) -> Result<Done, Failure> {
         let inner = step
             .step
@@ -44,7 +46,7 @@ impl Run {
                     scope.insert(var.clone(), item.clone());
                     scope.insert("index".into(), json!(index));
                     context["forEach"] = Value::Object(scope);
-                    async move { (item, self.tool_call(inner, &context).await.0) }
+                    async move { (item, self.tool_call(inner, &context, calls).await.0) }
                 })
                 .buffered(parallel)
                 .collect()
