@@ -10,14 +10,10 @@
 //! read), so a malformed request reaches the handler and gets the same answer on
 //! both paths and both revisions.
 
-// Logging and `resources/subscribe` are deprecated (SEP-2577, listen) but 2025-11-25's.
-#![allow(deprecated)]
-
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequest, CompleteRequest, GetPromptRequest, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, ReadResourceRequest,
-    SetLevelRequest, SubscribeRequest, UnsubscribeRequest,
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
@@ -46,8 +42,9 @@ pub(crate) fn request<T: DeserializeOwned>(
 }
 
 /// The -32602 answering `params` when they do not read as what rmcp reads for
-/// `method`; `None` when they do, or when rmcp has no type for `method` (unknown or
-/// custom: "method not found" stands).
+/// `method`, one of the verbs the fast path serves; `None` when they do, or for any
+/// other method (unknown, custom, or one 2026-07-28 removed, whose -32601 and HTTP
+/// 404 stand whatever its params).
 pub(crate) fn invalid(method: &str, params: Option<&Value>) -> Option<ErrorData> {
     match method {
         "tools/call" => request::<CallToolRequest>(method, params).err(),
@@ -58,9 +55,6 @@ pub(crate) fn invalid(method: &str, params: Option<&Value>) -> Option<ErrorData>
         "prompts/list" => request::<ListPromptsRequest>(method, params).err(),
         "resources/list" => request::<ListResourcesRequest>(method, params).err(),
         "resources/templates/list" => request::<ListResourceTemplatesRequest>(method, params).err(),
-        "logging/setLevel" => request::<SetLevelRequest>(method, params).err(),
-        "resources/subscribe" => request::<SubscribeRequest>(method, params).err(),
-        "resources/unsubscribe" => request::<UnsubscribeRequest>(method, params).err(),
         _ => None,
     }
 }
