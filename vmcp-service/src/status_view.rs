@@ -145,8 +145,11 @@ struct Callers {
     operators: Option<RequiredClaim>,
     /// The Cedar authorizer of the configuration it was built from (the
     /// aggregator's configuration changes on reload).
-    authorizer: Mutex<Option<(Arc<VmcpConfig>, Option<Arc<CedarAuthorizer>>)>>,
+    authorizer: Mutex<Option<BuiltFrom>>,
 }
+
+/// A configuration and the Cedar authorizer built from it (none without authz).
+type BuiltFrom = (Arc<VmcpConfig>, Option<Arc<CedarAuthorizer>>);
 
 impl Scope {
     /// The scope of the status routes of `aggregator`'s gateway: per caller when
