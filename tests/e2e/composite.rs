@@ -507,11 +507,14 @@ compositeTools:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_sessions_all_list_the_composite() {
     let flow = FlowBackend::start().await;
-    let gw = gateway(flow_config(
+    let mut config = flow_config(
         &flow,
         "  - {name: wf, description: d, steps: [{id: s, tool: flow.echo, arguments: {text: x}}]}\n",
-    ))
-    .await;
+    );
+    // 200 anonymous sessions from one address: over the per-address cap (100), the
+    // caller's own idle sessions would make room for its newer ones.
+    config.operational.sessions.max_per_address = Some(200);
+    let gw = gateway(config).await;
     let url = gw.url();
     let lists = futures::future::join_all((0..200).map(|_| {
         let url = url.clone();

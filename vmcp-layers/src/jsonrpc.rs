@@ -17,6 +17,36 @@ pub const DENIED: i64 = 403;
 /// The code of an authentication failure.
 pub const UNAUTHORIZED: i64 = -32001;
 
+/// Every client-to-server method of both MCP revisions (2025-11-25 and
+/// 2026-07-28), notifications included, as their schemas name them.
+pub const CLIENT_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/list",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/update",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "notifications/tasks/status",
+];
+
 /// An HTTP response carrying one JSON-RPC error object.
 pub fn error_response(
     status: StatusCode,

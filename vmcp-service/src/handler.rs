@@ -15,7 +15,6 @@ mod elicit;
 mod forward;
 mod mrtr;
 mod observe;
-mod unreadable;
 mod workflow;
 mod workflow_state;
 
@@ -171,7 +170,18 @@ impl ServerHandler for VmcpHandler {
         request: rmcp::model::CustomRequest,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        Err(unreadable::answer(&request))
+        // rmcp hands a request here when its params did not read as its method's:
+        // -32602 for a method it has a type for, "method not found" otherwise (so
+        // the methods 2026-07-28 removed stay 404 / -32601).
+        Err(
+            crate::params::invalid(&request.method, request.params.as_ref()).unwrap_or_else(|| {
+                ErrorData::new(
+                    rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                    request.method,
+                    None,
+                )
+            }),
+        )
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {

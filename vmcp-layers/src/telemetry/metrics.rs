@@ -13,36 +13,12 @@ use prometheus_client::registry::Registry;
 
 type Labels = Vec<(&'static str, String)>;
 
-/// The method names a metric label may carry: the MCP methods, and the HTTP methods
-/// of requests that are not JSON-RPC. The method comes from the client, and every
-/// distinct label value is a series kept for the life of the process, so anything
-/// else is counted as [`OTHER`].
-const KNOWN_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "subscriptions/listen",
-    "completion/complete",
-    "logging/setLevel",
-    "tasks/get",
-    "tasks/list",
-    "tasks/result",
-    "tasks/cancel",
-    "tasks/update",
-    "notifications/initialized",
-    "notifications/cancelled",
-    "notifications/progress",
-    "notifications/roots/list_changed",
-    "notifications/tasks/status",
+/// The HTTP methods of requests that are not JSON-RPC, as labels. The method comes
+/// from the client, and every distinct label value is a series kept for the life of
+/// the process, so only these and the MCP methods
+/// ([`CLIENT_METHODS`](crate::jsonrpc::CLIENT_METHODS)) are labels; anything else is
+/// counted as [`OTHER`].
+const HTTP_METHODS: &[&str] = &[
     "http GET",
     "http POST",
     "http DELETE",
@@ -58,8 +34,9 @@ pub const OTHER: &str = "other";
 /// `method` as a metric label: itself when it is a known MCP method (or a known
 /// `http <METHOD>`), [`OTHER`] otherwise, so a client cannot grow the series.
 pub fn method_label(method: &str) -> &'static str {
-    KNOWN_METHODS
+    crate::jsonrpc::CLIENT_METHODS
         .iter()
+        .chain(HTTP_METHODS)
         .find(|known| **known == method)
         .copied()
         .unwrap_or(OTHER)

@@ -508,35 +508,9 @@ mod tests {
     use super::*;
     use rmcp::model::ServerResult;
 
-    /// Every client-to-server method of both specifications, as their schemas name
-    /// them; each must be routed deliberately.
-    const SPEC_METHODS: &[&str] = &[
-        "initialize",
-        "ping",
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "resources/subscribe",
-        "resources/unsubscribe",
-        "subscriptions/listen",
-        "completion/complete",
-        "logging/setLevel",
-        "tasks/get",
-        "tasks/list",
-        "tasks/result",
-        "tasks/cancel",
-        "tasks/update",
-        "notifications/initialized",
-        "notifications/cancelled",
-        "notifications/progress",
-        "notifications/roots/list_changed",
-        "notifications/tasks/status",
-    ];
+    /// Every client-to-server method of both specifications; each must be routed
+    /// deliberately.
+    const SPEC_METHODS: &[&str] = vmcp_layers::jsonrpc::CLIENT_METHODS;
 
     #[test]
     fn every_spec_method_is_routed_deliberately() {
