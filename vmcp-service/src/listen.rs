@@ -90,29 +90,28 @@ where
     Request::from_parts(parts, Full::new(bytes))
 }
 
-/// Take `caller`'s share of `operational.listenStreams` for a new stream, or the
-/// answer refusing it: HTTP 429 with a JSON-RPC error for the request's `id`.
+/// Take `caller`'s share of `operational.listenStreams` for a new stream; `None`
+/// over a cap (answer [`refusal`]).
 pub(crate) fn admit(
     caps: &Arc<CallerCaps>,
     caller: Caller,
     aggregator: &Aggregator,
-    id: Option<&Value>,
-) -> Result<Permit, http::Response<VmcpBody>> {
+) -> Option<Permit> {
     let limits = aggregator.config().operational.listen_streams.limits();
     let per_caller = limits.per_caller(&caller);
     caps.acquire(caller, per_caller, limits.max)
-        .map_err(|refused| {
+        .inspect_err(|refused| {
             tracing::warn!(
                 ?refused,
                 "refused a subscriptions/listen stream: operational.listenStreams cap reached"
             );
-            refusal(id)
         })
+        .ok()
 }
 
-/// The answer to a listen over a cap (the code and message docs/configuration.md
-/// names).
-fn refusal(id: Option<&Value>) -> http::Response<VmcpBody> {
+/// The answer to a listen over a cap: HTTP 429 with a JSON-RPC error for the
+/// request's `id` (the code and message docs/configuration.md names).
+pub(crate) fn refusal(id: Option<&Value>) -> http::Response<VmcpBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": id.cloned().unwrap_or(Value::Null),

@@ -187,14 +187,10 @@ where
                 match crate::bare::check(&shared.bare, allowed, req).await {
                     Ok((req, parsed)) if parsed.as_ref().is_some_and(listen::is_listen) => {
                         let id = parsed.as_ref().and_then(|p| p.id.as_ref());
-                        let permit = match listen::admit(
-                            &shared.listen_caps,
-                            caller(),
-                            &shared.aggregator,
-                            id,
-                        ) {
-                            Ok(permit) => permit,
-                            Err(refused) => return Ok(refused),
+                        let Some(permit) =
+                            listen::admit(&shared.listen_caps, caller(), &shared.aggregator)
+                        else {
+                            return Ok(listen::refusal(id));
                         };
                         let req =
                             listen::prepare(req, &shared.aggregator, &shared.sessions, permit);
@@ -213,11 +209,10 @@ where
                 }
             } else if stacked.as_deref().is_some_and(listen::is_listen) {
                 let id = stacked.as_deref().and_then(|p| p.id.as_ref());
-                let permit =
-                    match listen::admit(&shared.listen_caps, caller(), &shared.aggregator, id) {
-                        Ok(permit) => permit,
-                        Err(refused) => return Ok(refused),
-                    };
+                let Some(permit) = listen::admit(&shared.listen_caps, caller(), &shared.aggregator)
+                else {
+                    return Ok(listen::refusal(id));
+                };
                 let req = listen::prepare(req, &shared.aggregator, &shared.sessions, permit);
                 Box::pin(inner.handle(Box::pin(req).await)).await
             } else {
