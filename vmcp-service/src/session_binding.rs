@@ -44,6 +44,19 @@ pub(crate) enum Caller {
 }
 
 impl Caller {
+    /// `identity` keyed by `key` (bytes unique to its issuer and subject), or, when
+    /// anonymous, by `address`.
+    pub(crate) fn of(
+        identity: Option<&Identity>,
+        key: impl FnOnce() -> Vec<u8>,
+        address: Option<IpAddr>,
+    ) -> Self {
+        match identity.filter(|i| !i.is_anonymous()) {
+            Some(_) => Self::Identity(key()),
+            None => Self::anonymous_at(address),
+        }
+    }
+
     fn anonymous_at(address: Option<IpAddr>) -> Self {
         match address {
             None => Self::Anonymous,
@@ -84,6 +97,15 @@ impl PerCaller for SessionLimits {
 }
 
 impl PerCaller for crate::config::ListenLimits {
+    fn per_identity(&self) -> usize {
+        self.max_per_identity
+    }
+    fn per_address(&self) -> usize {
+        self.max_per_address
+    }
+}
+
+impl PerCaller for crate::config::ParkedLimits {
     fn per_identity(&self) -> usize {
         self.max_per_identity
     }
@@ -255,10 +277,7 @@ impl SessionBindings {
         identity: Option<&Identity>,
         address: Option<IpAddr>,
     ) -> Caller {
-        match identity.filter(|i| !i.is_anonymous()) {
-            Some(_) => Caller::Identity(tag.as_ref().to_vec()),
-            None => Caller::anonymous_at(address),
-        }
+        Caller::of(identity, || tag.as_ref().to_vec(), address)
     }
 
     /// Bind a new session to its creator (anonymous: to `address`), within the caps
