@@ -28,6 +28,11 @@ enum Listen {
 /// Open a Modern `subscriptions/listen` from `client`, waiting for its
 /// acknowledgment (the first SSE `data:` message).
 async fn listen(client: &reqwest::Client, url: &str, id: u64) -> Listen {
+    listen_as(client, url, None, id).await
+}
+
+/// [`listen`] with a bearer token.
+async fn listen_as(client: &reqwest::Client, url: &str, token: Option<&str>, id: u64) -> Listen {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
     "notifications": {"toolsListChanged": true},
     "_meta": {
@@ -35,15 +40,16 @@ async fn listen(client: &reqwest::Client, url: &str, id: u64) -> Listen {
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "vmcp-tests", "version": "1"}
     }}});
-    let mut response = client
+    let mut request = client
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", "2026-07-28")
         .header("Mcp-Method", "subscriptions/listen")
-        .json(&body)
-        .send()
-        .await
-        .expect("listen");
+        .json(&body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let mut response = request.send().await.expect("listen");
     let status = response.status().as_u16();
     if status != 200 {
         let text = response.text().await.unwrap_or_default();
@@ -103,4 +109,39 @@ async fn one_caller_at_its_listen_cap_is_refused_while_others_still_listen() {
             Listen::Refused(status, body) => panic!("slot not given back: {status} {body}"),
         }
     }
+}
+
+/// Authenticated callers are capped by identity (issuer and subject), not by
+/// address: from one address, alice at her cap is refused while bob still listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_identity_at_its_listen_cap_is_refused_while_another_on_the_same_address_listens() {
+    use vmcp_tests::idp::{Idp, SigningKey};
+    let key = SigningKey::generate("k");
+    let idp = Idp::start(&[&key]).await;
+    let demo = spawn(DemoSpec::new("demo", &["alpha"]), 0).await.unwrap();
+    let gw = vmcp_tests::stacked::stacked_gateway(config(&format!(
+        "backends:\n  - {{name: demo, url: '{}'}}\n\
+         incomingAuth:\n  type: oidc\n  oidc: {{issuer: '{}', audience: vmcp}}\n\
+         operational:\n  listenStreams: {{maxPerIdentity: 1}}\n",
+        demo.url(),
+        idp.issuer
+    )))
+    .await;
+    let url = gw.url();
+    let client = reqwest::Client::new();
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let bob = key.sign(&idp.claims("bob", json!({})));
+    let Listen::Open(_held) = listen_as(&client, &url, Some(&alice), 1).await else {
+        panic!("alice's first stream refused");
+    };
+    match listen_as(&client, &url, Some(&alice), 2).await {
+        Listen::Refused(status, body) => {
+            assert_eq!(status, 429, "{body}");
+            assert_eq!(body["error"]["code"], -32000, "{body}");
+        }
+        Listen::Open(_) => panic!("alice's second stream past her cap of 1"),
+    }
+    let Listen::Open(_bobs) = listen_as(&client, &url, Some(&bob), 3).await else {
+        panic!("bob's stream refused: alice's cap is hers");
+    };
 }
