@@ -208,6 +208,16 @@ impl ServerHandler for Asking {
 
 /// One raw 2026-07-28 `tools/call` declaring elicitation, with `extra` params.
 async fn call_as_modern(url: &str, tool: &str, extra: Value) -> Value {
+    call_as_modern_from(&reqwest::Client::new(), url, tool, extra).await
+}
+
+/// [`call_as_modern`] from `client`.
+async fn call_as_modern_from(
+    client: &reqwest::Client,
+    url: &str,
+    tool: &str,
+    extra: Value,
+) -> Value {
     let mut params = json!({"name": tool, "arguments": {},
     "_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -217,7 +227,7 @@ async fn call_as_modern(url: &str, tool: &str, extra: Value) -> Value {
     if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
         p.extend(e.clone());
     }
-    let response = reqwest::Client::new()
+    let response = client
         .post(url)
         .header("Accept", "application/json, text/event-stream")
         .header("Content-Type", "application/json")
@@ -324,6 +334,72 @@ async fn parked_calls_resume_with_the_answer_refuse_bad_state_and_are_reaped() {
     )
     .await;
     assert_eq!(expired["error"], forged["error"], "{expired}");
+}
+
+/// One anonymous caller (by address) at its `parkedCalls.maxPerAddress` gets a
+/// clean error for its next call that would park, while another caller's call
+/// still parks, and none of the first caller's parked calls is evicted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_at_its_parked_cap_is_refused_while_others_still_park() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let backend = Asking(seen.clone());
+    let service: StreamableHttpService<Asking, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(backend.clone()),
+        Default::default(),
+        StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+    );
+    let (addr, _stop) = serve_on_loopback(axum::Router::new().nest_service("/mcp", service)).await;
+    let gw = vmcp_tests::served_gateway(config(&format!(
+        "backends:\n  - {{name: asking, url: 'http://{addr}/mcp'}}\n\
+         operational:\n  parkedCalls: {{max: 10, maxPerAddress: 2}}\n"
+    )))
+    .await;
+    let url = gw.url();
+    let at = |ip: &str| {
+        reqwest::Client::builder()
+            .local_address(ip.parse::<std::net::IpAddr>().unwrap())
+            .build()
+            .unwrap()
+    };
+    let (flood, other) = (at("127.0.0.2"), at("127.0.0.3"));
+    let mut states = Vec::new();
+    for n in 0..2 {
+        let parked = call_as_modern_from(&flood, &url, "asking_ask", json!({})).await;
+        assert_eq!(
+            parked["result"]["resultType"], "input_required",
+            "call {n}: {parked}"
+        );
+        states.push(
+            parked["result"]["requestState"]
+                .as_str()
+                .expect("requestState")
+                .to_owned(),
+        );
+    }
+    let refused = call_as_modern_from(&flood, &url, "asking_ask", json!({})).await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    assert_eq!(
+        refused["error"]["message"],
+        "too many of your calls are waiting for input; answer one first",
+        "{refused}"
+    );
+    let theirs = call_as_modern_from(&other, &url, "asking_ask", json!({})).await;
+    assert_eq!(theirs["result"]["resultType"], "input_required", "{theirs}");
+    // The flood's parked calls are all still there: each resumes with its answer.
+    for state in &states {
+        let done = call_as_modern_from(
+            &flood,
+            &url,
+            "asking_ask",
+            json!({"requestState": state,
+                   "inputResponses": {"vmcp": {"action": "accept", "content": {"name": "dave"}}}}),
+        )
+        .await;
+        let text = done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(text, r#"answer: {"name":"dave"}"#, "{done}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,6 +37,7 @@
 mod aggregator;
 pub mod backend;
 mod bare;
+mod caller_caps;
 pub mod catalog;
 mod composite;
 pub mod config;

@@ -23,8 +23,14 @@ use serde_json::Value;
 use vmcp_layers::context::{AdmissionHandle, Discovered, Identity, ParsedMcpRequest};
 
 use crate::aggregator::Aggregator;
+use crate::caller_caps::{CallerCaps, Permit};
+use crate::session_binding::{Caller, PerCaller};
 use crate::sessions::Sessions;
 use crate::visibility::Visibility;
+
+/// The service's response body, named here so this module does not import the
+/// service's (which imports it).
+type VmcpBody = http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>;
 
 const URIS: &str = "/params/notifications/resourceSubscriptions";
 
@@ -40,6 +46,7 @@ pub(crate) async fn prepare<B>(
     req: Request<B>,
     aggregator: &Aggregator,
     sessions: &Arc<Sessions>,
+    permit: Permit,
 ) -> Request<Full<Bytes>>
 where
     B: http_body::Body + Send + 'static,
@@ -71,7 +78,7 @@ where
         .collect();
     parts
         .extensions
-        .insert(sessions.prepare_modern(uris, visibility));
+        .insert(sessions.prepare_modern(uris, visibility, permit));
     // Each bounded by its backend's call timeout: a stalled backend delays only the
     // listen streams that ask for its URIs.
     futures::future::join_all(
@@ -82,6 +89,49 @@ where
     .await;
     Request::from_parts(parts, Full::new(bytes))
 }
+
+/// Take `caller`'s share of `operational.listenStreams` for a new stream; `None`
+/// over a cap (answer [`refusal`]).
+pub(crate) fn admit(
+    caps: &Arc<CallerCaps>,
+    caller: Caller,
+    aggregator: &Aggregator,
+) -> Option<Permit> {
+    let limits = aggregator.config().operational.listen_streams.limits();
+    let per_caller = limits.per_caller(&caller);
+    caps.acquire(caller, per_caller, limits.max)
+        .inspect_err(|refused| {
+            tracing::warn!(
+                ?refused,
+                "refused a subscriptions/listen stream: operational.listenStreams cap reached"
+            );
+        })
+        .ok()
+}
+
+/// The answer to a listen over a cap: HTTP 429 with a JSON-RPC error for the
+/// request's `id` (the code and message docs/configuration.md names).
+pub(crate) fn refusal(id: Option<&Value>) -> http::Response<VmcpBody> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id.cloned().unwrap_or(Value::Null),
+        "error": {"code": LISTEN_OVER_CAP, "message": "too many subscriptions/listen streams; close one first"},
+    });
+    let mut response = http::Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The JSON-RPC error code of a listen refused by `operational.listenStreams`.
+pub(crate) const LISTEN_OVER_CAP: i64 = -32000;
 
 /// What deciding a listen request's URIs needs from the layers.
 struct ListenAdmission {

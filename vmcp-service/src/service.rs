@@ -176,6 +176,7 @@ impl Vmcp {
             manager,
             aggregator: self.aggregator.clone(),
             sessions: self.sessions.clone(),
+            listen_caps: Default::default(),
             edge: Some(edge),
         })
     }

@@ -44,6 +44,19 @@ pub(crate) enum Caller {
 }
 
 impl Caller {
+    /// `identity` keyed by `key` (bytes unique to its issuer and subject), or, when
+    /// anonymous, by `address`.
+    pub(crate) fn of(
+        identity: Option<&Identity>,
+        key: impl FnOnce() -> Vec<u8>,
+        address: Option<IpAddr>,
+    ) -> Self {
+        match identity.filter(|i| !i.is_anonymous()) {
+            Some(_) => Self::Identity(key()),
+            None => Self::anonymous_at(address),
+        }
+    }
+
     fn anonymous_at(address: Option<IpAddr>) -> Self {
         match address {
             None => Self::Anonymous,
@@ -56,6 +69,48 @@ impl Caller {
                 ))),
             },
         }
+    }
+}
+
+/// The per-caller caps of one kind of resource: per identity, per address.
+pub(crate) trait PerCaller {
+    /// The cap for an authenticated caller.
+    fn per_identity(&self) -> usize;
+    /// The cap for anonymous callers from one address.
+    fn per_address(&self) -> usize;
+    /// The cap that applies to `caller`.
+    fn per_caller(&self, caller: &Caller) -> usize {
+        match caller {
+            Caller::Identity(_) => self.per_identity(),
+            Caller::Address(_) | Caller::Anonymous => self.per_address(),
+        }
+    }
+}
+
+impl PerCaller for SessionLimits {
+    fn per_identity(&self) -> usize {
+        self.max_per_identity
+    }
+    fn per_address(&self) -> usize {
+        self.max_per_address
+    }
+}
+
+impl PerCaller for crate::config::ListenLimits {
+    fn per_identity(&self) -> usize {
+        self.max_per_identity
+    }
+    fn per_address(&self) -> usize {
+        self.max_per_address
+    }
+}
+
+impl PerCaller for crate::config::ParkedLimits {
+    fn per_identity(&self) -> usize {
+        self.max_per_identity
+    }
+    fn per_address(&self) -> usize {
+        self.max_per_address
     }
 }
 
@@ -209,6 +264,22 @@ impl SessionBindings {
         }
     }
 
+    /// Whom `identity` (anonymous: at `address`) counts against for the per-caller
+    /// caps: of Legacy sessions, and of Modern listen streams.
+    pub(crate) fn caller(&self, identity: Option<&Identity>, address: Option<IpAddr>) -> Caller {
+        let tag = hmac::sign(&self.key, &Self::message(identity));
+        self.caller_of(&tag, identity, address)
+    }
+
+    fn caller_of(
+        &self,
+        tag: &hmac::Tag,
+        identity: Option<&Identity>,
+        address: Option<IpAddr>,
+    ) -> Caller {
+        Caller::of(identity, || tag.as_ref().to_vec(), address)
+    }
+
     /// Bind a new session to its creator (anonymous: to `address`), within the caps
     /// of `limits`. Over the caller's own cap, its least recently used idle session
     /// makes room; over the total, that of the caller holding the most sessions (the
@@ -222,13 +293,8 @@ impl SessionBindings {
         limits: &SessionLimits,
     ) -> Admit {
         let tag = hmac::sign(&self.key, &Self::message(identity));
-        let (caller, cap) = match identity.filter(|i| !i.is_anonymous()) {
-            Some(_) => (
-                Caller::Identity(tag.as_ref().to_vec()),
-                limits.max_per_identity,
-            ),
-            None => (Caller::anonymous_at(address), limits.max_per_address),
-        };
+        let caller = self.caller_of(&tag, identity, address);
+        let cap = limits.per_caller(&caller);
         let now = Instant::now();
         let mut bound = self.bound();
         let victim = {

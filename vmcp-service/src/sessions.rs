@@ -191,6 +191,9 @@ pub(crate) struct ListenGuard(Arc<Registration>);
 struct Registration {
     sessions: Weak<Sessions>,
     listener: Arc<Listener>,
+    /// Its caller's share of `operational.listenStreams`, given back with it
+    /// (`None`: a stream that did not come through the endpoint, not counted).
+    _permit: Option<crate::caller_caps::Permit>,
 }
 
 impl Drop for Registration {
@@ -310,6 +313,7 @@ impl Sessions {
         self: &Arc<Self>,
         uris: BTreeSet<String>,
         visibility: Visibility,
+        permit: crate::caller_caps::Permit,
     ) -> ListenGuard {
         let modern = Modern {
             sink: OnceLock::new(),
@@ -323,6 +327,7 @@ impl Sessions {
         ListenGuard(Arc::new(Registration {
             sessions: Arc::downgrade(self),
             listener,
+            _permit: Some(permit),
         }))
     }
 
@@ -384,6 +389,7 @@ impl Sessions {
         ListenGuard(Arc::new(Registration {
             sessions: Arc::downgrade(self),
             listener,
+            _permit: None,
         }))
     }
 

@@ -12,6 +12,7 @@ mod connections;
 mod hints;
 mod incoming;
 mod limits;
+mod listen;
 mod outgoing;
 mod parked;
 pub mod schema;
@@ -39,6 +40,7 @@ pub use connections::{
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
+pub use listen::{ListenLimits, ListenStreamsConfig};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig,
     OutgoingSource, Secret, StrategyShape, StrategyType, SubjectTokenType, TokenExchangeConfig,
@@ -280,6 +282,9 @@ pub struct OperationalConfig {
     /// Legacy backend calls waiting for a 2026-07-28 caller's input: TTL and cap.
     #[serde(default)]
     pub parked_calls: ParkedCallsConfig,
+    /// Modern `subscriptions/listen` streams: total and per-caller caps.
+    #[serde(default)]
+    pub listen_streams: ListenStreamsConfig,
     /// Client connections: cap, header-read and idle timeouts.
     #[serde(default)]
     pub connections: ConnectionsConfig,

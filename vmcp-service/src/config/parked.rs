@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_PARKED_TTL: Duration = Duration::from_secs(120);
 /// Default cap on parked calls per gateway process.
 pub const DEFAULT_MAX_PARKED: usize = 1000;
+/// Default cap on parked calls of one authenticated caller.
+pub const DEFAULT_MAX_PARKED_PER_IDENTITY: usize = 100;
+/// Default cap on parked calls of anonymous callers from one address.
+pub const DEFAULT_MAX_PARKED_PER_ADDRESS: usize = 100;
 
 /// `operational.parkedCalls`: how long a Legacy backend's call whose request went to
 /// a 2026-07-28 caller as `input_required` waits for the caller's retry, and how
@@ -26,6 +30,15 @@ pub struct ParkedCallsConfig {
     /// caller gets an error. Default 1000.
     #[serde(default)]
     pub max: Option<usize>,
+    /// Cap on parked calls of one authenticated caller (issuer and subject): a call
+    /// that would park beyond it is cancelled and its caller gets an error; no
+    /// other caller's call is touched. Default 100.
+    #[serde(default)]
+    pub max_per_identity: Option<usize>,
+    /// The same cap for anonymous callers from one address (an IPv6 /64).
+    /// Default 100.
+    #[serde(default)]
+    pub max_per_address: Option<usize>,
 }
 
 /// The parked-call limits in force, defaults applied.
@@ -35,6 +48,10 @@ pub struct ParkedLimits {
     pub ttl: Duration,
     /// How many may wait at once.
     pub max: usize,
+    /// How many of one authenticated caller may wait at once.
+    pub max_per_identity: usize,
+    /// How many of anonymous callers from one address may wait at once.
+    pub max_per_address: usize,
 }
 
 impl ParkedCallsConfig {
@@ -43,6 +60,12 @@ impl ParkedCallsConfig {
         ParkedLimits {
             ttl: self.ttl.unwrap_or(DEFAULT_PARKED_TTL),
             max: self.max.unwrap_or(DEFAULT_MAX_PARKED),
+            max_per_identity: self
+                .max_per_identity
+                .unwrap_or(DEFAULT_MAX_PARKED_PER_IDENTITY),
+            max_per_address: self
+                .max_per_address
+                .unwrap_or(DEFAULT_MAX_PARKED_PER_ADDRESS),
         }
     }
 }
@@ -52,8 +75,16 @@ impl ParkedCallsConfig {
         if self.ttl.is_some_and(|d| d.is_zero()) {
             errors.push("operational.parkedCalls.ttl must be greater than 0".into());
         }
-        if self.max == Some(0) {
-            errors.push("operational.parkedCalls.max must be greater than 0".into());
+        for (field, value) in [
+            ("max", self.max),
+            ("maxPerIdentity", self.max_per_identity),
+            ("maxPerAddress", self.max_per_address),
+        ] {
+            if value == Some(0) {
+                errors.push(format!(
+                    "operational.parkedCalls.{field} must be greater than 0"
+                ));
+            }
         }
     }
 }
@@ -70,9 +101,16 @@ mod tests {
         let zero = ParkedCallsConfig {
             ttl: Some(Duration::ZERO),
             max: Some(0),
+            max_per_identity: Some(0),
+            max_per_address: Some(0),
         };
         let mut errors = Vec::new();
         zero.validate(&mut errors);
-        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert!(
+            errors.contains(
+                &"operational.parkedCalls.maxPerIdentity must be greater than 0".to_owned()
+            )
+        );
     }
 }

@@ -32,6 +32,7 @@ use crate::backend::bridge::{Answer, Ask, AskReceiver, asks, policy_answer};
 use crate::backend::relay::{Relay, RelayReceiver, Wants, relay};
 use crate::config::ParkedLimits;
 use crate::seal::Sealer;
+use crate::session_binding::{Caller, PerCaller};
 
 /// The purpose a parked call's `requestState` is sealed for.
 const PURPOSE: &str = "vmcp-park";
@@ -125,7 +126,7 @@ impl super::VmcpHandler {
             sealer: &self.sealer,
             limits,
             caps,
-            caller: caller_bytes(ctx),
+            caller: caller_keys(ctx),
             tool: name,
         };
         if let Some(state) = params.request_state.take() {
@@ -253,6 +254,8 @@ impl Running {
 /// A call waiting for its caller's `inputResponses`.
 struct ParkedCall {
     caller: Vec<u8>,
+    /// Whom it counts against for `parkedCalls.maxPerIdentity` / `maxPerAddress`.
+    quota: Caller,
     running: Running,
     pending: Ask,
 }
@@ -267,13 +270,19 @@ enum ParkError {
     /// `parkedCalls.max` calls are waiting already.
     #[error("too many calls are waiting for input; try again later")]
     Full,
+    /// This caller's `parkedCalls.maxPerIdentity` (`maxPerAddress`) calls are
+    /// waiting already.
+    #[error("too many of your calls are waiting for input; answer one first")]
+    CallerFull,
 }
 
 impl From<ParkError> for ErrorData {
     fn from(error: ParkError) -> Self {
         match error {
             ParkError::InvalidState => ErrorData::invalid_params(error.to_string(), None),
-            ParkError::Full => ErrorData::internal_error(error.to_string(), None),
+            ParkError::Full | ParkError::CallerFull => {
+                ErrorData::internal_error(error.to_string(), None)
+            }
         }
     }
 }
@@ -308,11 +317,15 @@ impl Parked {
         self: &Arc<Self>,
         sealer: &Sealer,
         limits: ParkedLimits,
-        caller: Vec<u8>,
+        caller: CallerKeys,
         tool: &str,
         running: Running,
         pending: Ask,
     ) -> Result<InputRequiredResult, ParkError> {
+        let CallerKeys {
+            seal: caller,
+            quota,
+        } = caller;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let state = sealer.seal(PURPOSE, &caller, limits.ttl, &payload(id, tool));
         let request = pending.request.clone();
@@ -322,10 +335,17 @@ impl Parked {
                 // Dropping `running` and `pending` cancels the call on the backend.
                 return Err(ParkError::Full);
             }
+            // Only the caller's own calls count: over its cap, nothing of another
+            // caller's is touched.
+            let mine = calls.values().filter(|c| c.quota == quota).count();
+            if mine >= limits.per_caller(&quota) {
+                return Err(ParkError::CallerFull);
+            }
             calls.insert(
                 id,
                 ParkedCall {
                     caller,
+                    quota,
                     running,
                     pending,
                 },
@@ -398,7 +418,7 @@ struct Parking<'a> {
     sealer: &'a Sealer,
     limits: ParkedLimits,
     caps: ClientCaps,
-    caller: Vec<u8>,
+    caller: CallerKeys,
     tool: &'a str,
 }
 
@@ -471,7 +491,7 @@ impl Parking<'_> {
     ) -> Result<Result<CallToolResponse, BackendError>, ErrorData> {
         let call = self
             .parked
-            .take(self.sealer, &self.caller, self.tool, state)?;
+            .take(self.sealer, &self.caller.seal, self.tool, state)?;
         let answer = match responses.and_then(|mut r| r.remove(INPUT_KEY)) {
             Some(value) => crate::backend::bridge::answer_from_json(&call.pending.request, value),
             None => Err(ErrorData::invalid_params("no input response", None)),
@@ -482,10 +502,23 @@ impl Parking<'_> {
 }
 
 /// The caller a parked call belongs to, as sealed ([`crate::seal::caller_of`]).
-fn caller_bytes(ctx: &RequestContext<RoleServer>) -> Vec<u8> {
-    crate::seal::caller_of(
-        super::admission::extension::<Arc<vmcp_layers::Identity>>(ctx).map(|i| &**i),
-    )
+/// A caller's keys for parking: its sealed states' binding, and its cap's.
+struct CallerKeys {
+    /// What its `requestState`s are sealed to ([`crate::seal::caller_of`]).
+    seal: Vec<u8>,
+    /// Whom its parked calls count against: keyed as the Legacy session caps, with
+    /// the seal's identity bytes, anonymous callers by client address.
+    quota: Caller,
+}
+
+fn caller_keys(ctx: &RequestContext<RoleServer>) -> CallerKeys {
+    let identity = super::admission::extension::<Arc<vmcp_layers::Identity>>(ctx).map(|i| &**i);
+    let seal = crate::seal::caller_of(identity);
+    let address =
+        super::admission::extension::<axum::extract::ConnectInfo<std::net::SocketAddr>>(ctx)
+            .map(|info| info.0.ip());
+    let quota = Caller::of(identity, || seal.clone(), address);
+    CallerKeys { seal, quota }
 }
 
 #[cfg(test)]
@@ -502,6 +535,50 @@ mod tests {
         (running, Ask { request, reply }, answer)
     }
 
+    fn keys(name: &[u8]) -> CallerKeys {
+        CallerKeys {
+            seal: name.to_vec(),
+            quota: Caller::Identity(name.to_vec()),
+        }
+    }
+
+    fn alice() -> CallerKeys {
+        keys(b"alice")
+    }
+
+    #[tokio::test]
+    async fn one_caller_at_its_cap_leaves_room_for_another() {
+        let parked = Arc::new(Parked::default());
+        let sealer = Sealer::new();
+        let limits = ParkedLimits {
+            ttl: Duration::from_secs(60),
+            max: 10,
+            max_per_identity: 2,
+            max_per_address: 2,
+        };
+        let mut answers = Vec::new();
+        for _ in 0..2 {
+            let (running, ask, answer) = waiting_call();
+            answers.push(answer);
+            assert!(
+                parked
+                    .park(&sealer, limits, alice(), "t", running, ask)
+                    .is_ok()
+            );
+        }
+        let (running, ask, answer) = waiting_call();
+        let over = parked.park(&sealer, limits, alice(), "t", running, ask);
+        assert!(matches!(over, Err(ParkError::CallerFull)));
+        assert!(answer.await.is_err(), "the refused call is cancelled");
+        let (running, ask, _answer) = waiting_call();
+        assert!(
+            parked
+                .park(&sealer, limits, keys(b"bob"), "t", running, ask)
+                .is_ok()
+        );
+        assert_eq!(parked.len(), 3, "alice's two stay parked");
+    }
+
     #[tokio::test]
     async fn parking_is_capped_and_a_state_opens_only_for_its_caller_and_tool() {
         let parked = Arc::new(Parked::default());
@@ -509,15 +586,17 @@ mod tests {
         let limits = ParkedLimits {
             ttl: Duration::from_secs(60),
             max: 1,
+            max_per_identity: 1,
+            max_per_address: 1,
         };
         let (running, ask, _answer) = waiting_call();
         let input = parked
-            .park(&sealer, limits, b"alice".to_vec(), "t", running, ask)
+            .park(&sealer, limits, alice(), "t", running, ask)
             .expect("parked");
         let state = input.request_state.expect("a requestState");
         // Full: the call is not parked, and its backend request gets an error answer.
         let (running, ask, answer) = waiting_call();
-        let full = parked.park(&sealer, limits, b"alice".to_vec(), "t", running, ask);
+        let full = parked.park(&sealer, limits, alice(), "t", running, ask);
         assert!(matches!(full, Err(ParkError::Full)));
         assert!(answer.await.is_err());
         assert_eq!(parked.len(), 1);

@@ -48,6 +48,8 @@ pub(super) struct Shared {
     /// check (`composite::gate`).
     pub(super) aggregator: Arc<Aggregator>,
     pub(super) sessions: Arc<Sessions>,
+    /// Open Modern listen streams per caller (`operational.listenStreams`).
+    pub(super) listen_caps: Arc<crate::caller_caps::CallerCaps>,
     /// The fast path for plain requests; `None` sends everything to rmcp.
     pub(super) edge: Option<crate::edge::Edge>,
 }
@@ -175,6 +177,8 @@ where
         // request (8 KiB with them inline).
         crate::Rewake::new(Box::pin(async move {
             let (inner, edge) = (&shared.inner, &shared.edge);
+            // Whom a listen stream counts against (keyed as the Legacy session caps).
+            let caller = || shared.bindings.caller(identity.as_deref(), peer);
             let mut response = if bare {
                 let allowed = |origin: &str| {
                     let config = shared.aggregator.config();
@@ -182,7 +186,14 @@ where
                 };
                 match crate::bare::check(&shared.bare, allowed, req).await {
                     Ok((req, parsed)) if parsed.as_ref().is_some_and(listen::is_listen) => {
-                        let req = listen::prepare(req, &shared.aggregator, &shared.sessions);
+                        let id = parsed.as_ref().and_then(|p| p.id.as_ref());
+                        let Some(permit) =
+                            listen::admit(&shared.listen_caps, caller(), &shared.aggregator)
+                        else {
+                            return Ok(listen::refusal(id));
+                        };
+                        let req =
+                            listen::prepare(req, &shared.aggregator, &shared.sessions, permit);
                         Box::pin(inner.handle(Box::pin(req).await)).await
                     }
                     Ok((req, parsed)) => {
@@ -197,7 +208,12 @@ where
                     Err(refused) => return Ok(refused),
                 }
             } else if stacked.as_deref().is_some_and(listen::is_listen) {
-                let req = listen::prepare(req, &shared.aggregator, &shared.sessions);
+                let id = stacked.as_deref().and_then(|p| p.id.as_ref());
+                let Some(permit) = listen::admit(&shared.listen_caps, caller(), &shared.aggregator)
+                else {
+                    return Ok(listen::refusal(id));
+                };
+                let req = listen::prepare(req, &shared.aggregator, &shared.sessions, permit);
                 Box::pin(inner.handle(Box::pin(req).await)).await
             } else {
                 if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
