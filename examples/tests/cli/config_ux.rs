@@ -310,6 +310,48 @@ async fn the_published_schema_is_current_and_checks_every_example() {
 }
 
 #[tokio::test]
+async fn validate_refuses_a_composite_named_like_a_backend_tool_the_config_advertises() {
+    let yaml = r#"
+backends: [{name: gh, url: 'http://127.0.0.1:1/mcp'}]
+aggregation:
+  tools:
+    - workload: gh
+      overrides:
+        list_issues: {name: issues}
+compositeTools:
+  - name: gh_issues
+    description: the prefixed rename target of an override
+    steps:
+      - {id: list, tool: gh.list_issues}
+  - name: gh_echo_twin
+    description: no collision
+    steps:
+      - {id: say, tool: gh.echo}
+"#;
+    let (ok, _, stderr) = validate("collide", yaml).await;
+    assert!(!ok, "{stderr}");
+    for expected in [
+        r#"compositeTools[0] "gh_issues": name collides with the backend tool gh.list_issues, advertised as "gh_issues" (named by overrides)"#,
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains(r#""gh_echo_twin": name"#),
+        "a distinct name is fine:\n{stderr}"
+    );
+    // Hidden tools are not advertised, so nothing collides.
+    let hidden = yaml.replace(
+        "      overrides:",
+        "      excludeAll: true\n      overrides:",
+    );
+    let (ok, _, stderr) = validate("collide_hidden", &hidden).await;
+    assert!(ok, "{stderr}");
+}
+
+#[tokio::test]
 async fn validate_names_the_composite_and_step_of_every_workflow_error() {
     let yaml = r#"
 backends: [{name: gh, url: 'http://127.0.0.1:1/mcp'}]

@@ -41,6 +41,8 @@ pub(super) fn check(config: &VmcpConfig, errors: &mut Vec<String>) {
             ));
         } else if !names.insert(composite.name.as_str()) {
             errors.push(format!("{at}: name is used by another composite tool"));
+        } else if let Some(problem) = collides(config, &composite.name) {
+            errors.push(format!("{at}: name {problem}"));
         }
         Composite {
             config,
@@ -434,6 +436,55 @@ pub(crate) fn step_tools(steps: &[StepConfig]) -> Vec<(&str, &str)> {
         }
     }
     out
+}
+
+/// Whether `name` is also a backend tool's advertised name, as far as the
+/// configuration alone tells: the tools its `overrides` name, renamed and prefixed
+/// as they will be. Under `priority` the name depends on live collisions, so only
+/// the catalog build knows (as for tools the configuration does not name).
+fn collides(config: &VmcpConfig, name: &str) -> Option<String> {
+    let strategy = config.strategy();
+    if strategy == super::Strategy::Priority || config.aggregation.exclude_all_tools {
+        return None;
+    }
+    // (backend, original, where it is named)
+    let mut named: Vec<(&str, &str, String)> = Vec::new();
+    for entry in &config.aggregation.tools {
+        for original in entry.overrides.keys() {
+            named.push((&entry.workload, original, "overrides".into()));
+        }
+    }
+    named.into_iter().find_map(|(backend, original, source)| {
+        let entry = config.tools_for(backend);
+        let hidden = match entry {
+            None => config.default_deny(),
+            Some(e) => e.exclude_all,
+        };
+        let renamed = entry
+            .and_then(|e| e.overrides.get(original))
+            .and_then(|o| o.name.as_deref())
+            .unwrap_or(original);
+        let filtered = entry
+            .and_then(|e| e.filter.as_ref())
+            .is_some_and(|f| !f.iter().any(|t| t == original || t == renamed));
+        if hidden || filtered {
+            return None;
+        }
+        let advertised = match strategy {
+            super::Strategy::Prefix => {
+                format!(
+                    "{}{renamed}",
+                    crate::names::prefix(config.prefix_format(), backend)
+                )
+            }
+            _ => renamed.to_owned(),
+        };
+        (advertised == name).then(|| {
+            format!(
+                "collides with the backend tool {backend}.{original}, advertised as {advertised:?} (named by {source})"
+            )
+        })
+    })
 }
 
 fn is_identifier(text: &str) -> bool {
