@@ -330,14 +330,11 @@ compositeTools:
 "#;
     let (ok, _, stderr) = validate("collide", yaml).await;
     assert!(!ok, "{stderr}");
-    for expected in [
-        r#"compositeTools[0] "gh_issues": name collides with the backend tool gh.list_issues, advertised as "gh_issues" (named by overrides)"#,
-    ] {
-        assert!(
-            stderr.contains(expected),
-            "missing {expected:?} in:\n{stderr}"
-        );
-    }
+    let expected = r#"compositeTools[0] "gh_issues": name collides with the backend tool gh.list_issues, advertised as "gh_issues" (named by overrides)"#;
+    assert!(
+        stderr.contains(expected),
+        "missing {expected:?} in:\n{stderr}"
+    );
     assert!(
         !stderr.contains(r#""gh_echo_twin": name"#),
         "a distinct name is fine:\n{stderr}"
