@@ -907,14 +907,9 @@ impl BackendClient {
 mod tests {
     use super::*;
 
-    /// rmcp spawns a task per request whose future holds the handler's whole call
-    /// chain, and moving a large future costs a memcpy of its size each time (about a
-    /// fifth of the gateway's instructions per `tools/call` when this future was
-    /// 7.8 KiB). The connect and request futures are boxed to keep it small.
-    #[test]
-    fn call_futures_stay_small() {
-        let (events, _) = broadcast::channel(1);
-        let client = BackendClient::new(
+    /// A client of a backend nothing listens at (port 9), default health settings.
+    fn unreachable_backend(events: broadcast::Sender<BackendEvent>) -> BackendClient {
+        BackendClient::new(
             BackendConfig {
                 name: "b".into(),
                 url: "http://127.0.0.1:9/mcp".into(),
@@ -923,7 +918,17 @@ mod tests {
             BackendHttp::plain(),
             events,
             HealthSettings::default(),
-        );
+        )
+    }
+
+    /// rmcp spawns a task per request whose future holds the handler's whole call
+    /// chain, and moving a large future costs a memcpy of its size each time (about a
+    /// fifth of the gateway's instructions per `tools/call` when this future was
+    /// 7.8 KiB). The connect and request futures are boxed to keep it small.
+    #[test]
+    fn call_futures_stay_small() {
+        let (events, _) = broadcast::channel(1);
+        let client = unreachable_backend(events);
         let timeout = Duration::from_secs(1);
         let call = client.call_tool(CallToolRequestParams::new("t"), timeout);
         assert!(
@@ -962,16 +967,7 @@ mod tests {
     fn the_gateways_own_exhaustion_does_not_mark_a_backend_unhealthy() {
         use super::super::health::HealthStatus;
         let (events, _) = broadcast::channel(16);
-        let client = BackendClient::new(
-            BackendConfig {
-                name: "b".into(),
-                url: "http://127.0.0.1:9/mcp".into(),
-                ..Default::default()
-            },
-            BackendHttp::plain(),
-            events,
-            HealthSettings::default(),
-        );
+        let client = unreachable_backend(events);
         let unreachable = |os: std::io::Error| -> Result<(), BackendError> {
             Err(BackendError::Unreachable {
                 backend: "b".into(),
