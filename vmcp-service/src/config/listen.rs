@@ -56,17 +56,15 @@ impl ListenStreamsConfig {
     }
 
     pub(super) fn validate(&self, errors: &mut Vec<String>) {
-        for (field, value) in [
-            ("max", self.max),
-            ("maxPerIdentity", self.max_per_identity),
-            ("maxPerAddress", self.max_per_address),
-        ] {
-            if value == Some(0) {
-                errors.push(format!(
-                    "operational.listenStreams.{field} must be greater than 0"
-                ));
-            }
-        }
+        super::require_positive(
+            "operational.listenStreams",
+            &[
+                ("max", self.max),
+                ("maxPerIdentity", self.max_per_identity),
+                ("maxPerAddress", self.max_per_address),
+            ],
+            errors,
+        );
     }
 }
 

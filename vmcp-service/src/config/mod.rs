@@ -525,3 +525,17 @@ pub fn load_str(yaml: &str) -> Result<Loaded, ConfigError> {
 pub fn load_file(path: &std::path::Path) -> Result<Loaded, ConfigError> {
     load_str(&limits::read(path)?)
 }
+
+/// Push "`{section}.{field} must be greater than 0`" for each count set to 0 (the
+/// shared check of the `operational.*` caps).
+pub(crate) fn require_positive(
+    section: &str,
+    counts: &[(&str, Option<usize>)],
+    errors: &mut Vec<String>,
+) {
+    for (field, value) in counts {
+        if *value == Some(0) {
+            errors.push(format!("{section}.{field} must be greater than 0"));
+        }
+    }
+}

@@ -75,17 +75,15 @@ impl ParkedCallsConfig {
         if self.ttl.is_some_and(|d| d.is_zero()) {
             errors.push("operational.parkedCalls.ttl must be greater than 0".into());
         }
-        for (field, value) in [
-            ("max", self.max),
-            ("maxPerIdentity", self.max_per_identity),
-            ("maxPerAddress", self.max_per_address),
-        ] {
-            if value == Some(0) {
-                errors.push(format!(
-                    "operational.parkedCalls.{field} must be greater than 0"
-                ));
-            }
-        }
+        super::require_positive(
+            "operational.parkedCalls",
+            &[
+                ("max", self.max),
+                ("maxPerIdentity", self.max_per_identity),
+                ("maxPerAddress", self.max_per_address),
+            ],
+            errors,
+        );
     }
 }
 

@@ -91,17 +91,15 @@ impl SessionsConfig {
                 ));
             }
         }
-        for (field, value) in [
-            ("maxSessions", self.max_sessions),
-            ("maxPerIdentity", self.max_per_identity),
-            ("maxPerAddress", self.max_per_address),
-        ] {
-            if value == Some(0) {
-                errors.push(format!(
-                    "operational.sessions.{field} must be greater than 0"
-                ));
-            }
-        }
+        super::require_positive(
+            "operational.sessions",
+            &[
+                ("maxSessions", self.max_sessions),
+                ("maxPerIdentity", self.max_per_identity),
+                ("maxPerAddress", self.max_per_address),
+            ],
+            errors,
+        );
     }
 }
 
