@@ -7,6 +7,9 @@
 #                 downloads a browser) and oidc-provider (the OAuth/OIDC authorization
 #                 server of the token-exchange tests, run by tests/peers/oidc_provider.mjs).
 #   /usr/bin/chromium  Debian's chromium (apt-get, only when missing; needs root).
+#   /usr/bin/redis-server, /usr/sbin/haproxy  Debian's Redis (the shared store of replicas,
+#                 one server per test on an ephemeral port) and HAProxy (the balancer in
+#                 front of replicas); apt-get, only when missing; needs root.
 # Idempotent: each part is skipped when the pinned version is already installed, so a
 # second run takes a few seconds. Needs python3 (3.11) with venv+pip, and node/npm (20).
 set -euo pipefail
@@ -108,6 +111,23 @@ else
   log "chromium: not installed and cannot apt-get (not root); the /ui browser test will fail"
 fi
 
+# ---------------------------------------------------------------- redis-server, haproxy
+missing_debs=()
+command -v redis-server >/dev/null || missing_debs+=(redis-server)
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing_debs+=(haproxy)
+if [ ${#missing_debs[@]} -eq 0 ]; then
+  log "redis-server, haproxy: already installed (skip)"
+elif [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+  log "apt-get install ${missing_debs[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing_debs[@]}" >/dev/null
+  # The package starts a system redis on 6379; the tests start their own.
+  if command -v systemctl >/dev/null; then systemctl disable --now redis-server >/dev/null 2>&1 || true; fi
+  if command -v service >/dev/null; then service redis-server stop >/dev/null 2>&1 || true; fi
+else
+  log "${missing_debs[*]}: not installed and cannot apt-get (not root); the replica tests will fail"
+fi
+
 # ---------------------------------------------------------------- verification
 log "verify: python import mcp"
 "$VENV/bin/python" -c "import mcp, mcp.server.mcpserver, mcp.client" \
@@ -136,6 +156,10 @@ log "verify: chromium and playwright-core"
 command -v chromium >/dev/null || die "chromium is not installed"
 [ -f "$NM/playwright-core/package.json" ] || die "missing playwright-core in $NM"
 
+log "verify: redis-server and haproxy"
+command -v redis-server >/dev/null || die "redis-server is not installed"
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || die "haproxy is not installed"
+
 log "verify: oidc-provider (node $node22_version)"
 "$NODE22" --input-type=module -e "import '$NM/oidc-provider/lib/index.js'" \
   || die "cannot import oidc-provider from $NM under $NODE22"
@@ -146,3 +170,4 @@ log "  node22       $NODE22 ($node22_version)"
 log "  everything   $EVERYTHING_JS"
 log "  conformance  $NODE22 $conformance_bin"
 log "  chromium     $(command -v chromium)"
+log "  redis        $(command -v redis-server) ($(redis-server --version | cut -d' ' -f3))"

@@ -29,6 +29,7 @@ mod passthrough;
 mod pipeline;
 mod session_binding;
 mod session_lifetime;
+mod session_storage;
 mod status_auth;
 mod stdio;
 mod tls;

@@ -9,6 +9,7 @@
 pub mod idp;
 pub mod oidc;
 mod plan;
+pub mod redis;
 pub mod stacked;
 pub mod tls;
 pub mod workflow;

@@ -49,6 +49,7 @@ mod names;
 mod pagination;
 mod params;
 mod propagation;
+pub mod redis_store;
 mod reload;
 mod rewake;
 mod router;

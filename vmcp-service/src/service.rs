@@ -34,6 +34,10 @@ pub enum StartError {
     /// `conflictResolution: manual` left collisions no override resolves.
     #[error("unresolved tool name collisions (conflictResolution: manual):\n  - {}", .0.join("\n  - "))]
     UnresolvedCollisions(Vec<String>),
+    /// `sessionStorage` could not be opened (a bad address or CA bundle; an
+    /// unreachable Redis does not stop startup).
+    #[error(transparent)]
+    SessionStorage(#[from] crate::redis_store::StoreError),
 }
 
 /// A running gateway: the backend registry, the aggregated catalog, and the
@@ -55,6 +59,8 @@ pub struct Vmcp {
     layers: std::sync::Mutex<Option<crate::reload::LayerSlot>>,
     /// The status routes' authentication, swapped by [`Vmcp::reload`].
     status_auth: StatusAuth,
+    /// The shared Redis of replicas (`sessionStorage.provider: redis`); read at start.
+    store: Option<Arc<crate::redis_store::RedisStore>>,
 }
 
 impl Vmcp {
@@ -74,6 +80,12 @@ impl Vmcp {
         reporters: Vec<Arc<dyn StatusReporter>>,
     ) -> Result<Self, StartError> {
         crate::config::validate(&config)?;
+        let store = match config.session_storage.provider {
+            crate::config::StorageProvider::Memory => None,
+            crate::config::StorageProvider::Redis => Some(crate::redis_store::RedisStore::open(
+                &config.session_storage,
+            )?),
+        };
         // Built once here: every status router shares it, and a reload swaps it.
         let status_auth = StatusAuth::new(status_auth(&config).map(|auth| {
             auth.map_err(|e| {
@@ -125,6 +137,7 @@ impl Vmcp {
             shutdown,
             layers: std::sync::Mutex::new(None),
             status_auth,
+            store,
         })
     }
 
@@ -181,6 +194,11 @@ impl Vmcp {
         })
     }
 
+    /// The shared Redis of replicas, when `sessionStorage.provider` is `redis`.
+    pub fn shared_store(&self) -> Option<&Arc<crate::redis_store::RedisStore>> {
+        self.store.as_ref()
+    }
+
     /// The aggregator (current catalog, refresh).
     pub fn aggregator(&self) -> &Arc<Aggregator> {
         &self.aggregator
@@ -204,7 +222,7 @@ impl Vmcp {
             hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             auth: self.status_auth.clone(),
         };
-        let status = crate::status::router(self.aggregator.clone(), &guard);
+        let status = crate::status::router(self.aggregator.clone(), self.store.clone(), &guard);
         if config.ui.enabled {
             status.merge(guard.apply(crate::ui::router(
                 self.aggregator.clone(),

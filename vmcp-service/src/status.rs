@@ -23,6 +23,7 @@ use vmcp_layers::auth::AuthLayer;
 use crate::aggregator::Aggregator;
 use crate::backend::BackendEventKind;
 use crate::backend::{CircuitState, HealthStatus};
+use crate::redis_store::RedisStore;
 use crate::status_view::{Scope, View, Viewer};
 
 /// The overall phase of the gateway.
@@ -224,16 +225,30 @@ async fn alive() -> Response {
     no_store(Json(json!({"status": "ok"})).into_response())
 }
 
-async fn readyz(State(aggregator): State<Arc<Aggregator>>) -> Response {
-    let ready = *aggregator.ready().borrow();
-    no_store(if ready {
-        Json(json!({"status": "ready"})).into_response()
+/// What `/readyz` reads: the first catalog, and the shared store when there is one.
+#[derive(Clone)]
+struct Readiness {
+    aggregator: Arc<Aggregator>,
+    store: Option<Arc<RedisStore>>,
+}
+
+async fn readyz(State(ready): State<Readiness>) -> Response {
+    let reason = if !*ready.aggregator.ready().borrow() {
+        Some("discovery_pending")
+    } else if ready.store.as_ref().is_some_and(|s| !s.is_up()) {
+        // Sessions held here keep working; new ones and other replicas' cannot be
+        // shared, so a balancer should prefer a replica that reaches Redis.
+        Some("session_storage_unavailable")
     } else {
-        (
+        None
+    };
+    no_store(match reason {
+        None => Json(json!({"status": "ready"})).into_response(),
+        Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "not_ready", "reason": "discovery_pending"})),
+            Json(json!({"status": "not_ready", "reason": reason})),
         )
-            .into_response()
+            .into_response(),
     })
 }
 
@@ -247,14 +262,22 @@ async fn status(
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
 /// `/status` names backends and their errors, so it answers only loopback `Host`s
 /// and `hosts` (DNS rebinding, as the MCP endpoint); anything else is 403.
-pub(crate) fn router(aggregator: Arc<Aggregator>, guard: &Guard) -> axum::Router {
-    let status_routes = guard.apply(axum::Router::new().route("/status", get(status)));
+pub(crate) fn router(
+    aggregator: Arc<Aggregator>,
+    store: Option<Arc<RedisStore>>,
+    guard: &Guard,
+) -> axum::Router {
+    let status_routes = guard.apply(
+        axum::Router::new()
+            .route("/status", get(status))
+            .with_state(aggregator.clone()),
+    );
     axum::Router::new()
         .route("/health", get(alive))
         .route("/ping", get(alive))
         .route("/readyz", get(readyz))
+        .with_state(Readiness { aggregator, store })
         .merge(status_routes)
-        .with_state(aggregator)
 }
 
 /// The authentication the routes naming backends require: none, a bearer-token

@@ -16,6 +16,7 @@ mod listen;
 mod outgoing;
 mod parked;
 pub mod schema;
+mod session_storage;
 mod sessions;
 mod spelling;
 mod stack;
@@ -47,6 +48,9 @@ pub use outgoing::{
     validate_passthrough,
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
+pub use session_storage::{
+    DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
+};
 pub use sessions::{
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_ADDRESS, DEFAULT_MAX_SESSIONS_PER_IDENTITY,
     DEFAULT_SESSION_TTL, OperatorClaim, SessionLimits, SessionsConfig, StatusConfig,
@@ -111,6 +115,9 @@ pub struct VmcpConfig {
     /// DNS rebinding). `vmcp serve --allowed-origin` adds to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// Where state shared between replicas is kept (docs/scaling.md).
+    #[serde(default)]
+    pub session_storage: SessionStorageConfig,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

@@ -229,6 +229,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     config.operational.parked_calls.validate(&mut errors);
     config.operational.listen_streams.validate(&mut errors);
     config.operational.connections.validate(&mut errors);
+    config.session_storage.validate(&mut errors);
     let oidc = config.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
     if config.status.require_auth == Some(true) && !oidc {
         errors.push(
@@ -419,12 +420,12 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_not_fatal() {
         let loaded = load_str(
-            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', type: entry}]\nsessionStorage: {provider: redis}\n",
+            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', type: entry}]\ncodeMode: {enabled: true}\n",
         )
         .unwrap();
         assert_eq!(
             loaded.ignored_keys,
-            vec!["backends.0.type".to_string(), "sessionStorage".to_string()]
+            vec!["backends.0.type".to_string(), "codeMode".to_string()]
         );
     }
 
