@@ -87,6 +87,10 @@ pub struct Status {
     /// Composite step tools not in the catalog (each such step fails when it runs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_step_tools: Vec<String>,
+    /// Tool integrity (`integrity.mode` not `off`): definitions that differ from
+    /// their pins, or have none, with the diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<crate::integrity::IntegrityStatus>,
 }
 
 impl Status {
@@ -97,6 +101,11 @@ impl Status {
         if let Some(shown) = view.backends(&aggregator.catalog()) {
             status.backends.retain(|b| shown.contains(b.name.as_str()));
             status.healthy = status.backends.iter().any(|b| b.health.advertisable());
+            if let Some(integrity) = status.integrity.as_mut() {
+                integrity
+                    .findings
+                    .retain(|f| shown.contains(f.backend.as_str()));
+            }
         }
         status
     }
@@ -151,6 +160,7 @@ impl Status {
             phase,
             unresolved: aggregator.unresolved(),
             missing_step_tools: aggregator.missing_step_tools(),
+            integrity: aggregator.integrity().status(),
         }
     }
 }

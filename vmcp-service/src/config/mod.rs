@@ -11,6 +11,7 @@ mod composite_check;
 mod connections;
 mod hints;
 mod incoming;
+mod integrity;
 mod limits;
 mod listen;
 mod outgoing;
@@ -39,6 +40,7 @@ pub use connections::{
 };
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
+pub use integrity::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
 pub use outgoing::{
@@ -111,6 +113,9 @@ pub struct VmcpConfig {
     /// DNS rebinding). `vmcp serve --allowed-origin` adds to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// Tool integrity: pins of backend definitions (docs/integrity.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<IntegrityConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
