@@ -77,6 +77,12 @@ fn without(reply: &Reply, name: &str) -> (u16, String) {
     (reply.status, reply.raw.replace(name, "NAME"))
 }
 
+/// The JSON-RPC message of a session reply with `name` replaced (its SSE event ids
+/// count the session's streams, so they differ between any two requests).
+fn message_without(reply: &Reply, name: &str) -> (u16, String) {
+    (reply.status, reply.body.to_string().replace(name, "NAME"))
+}
+
 async fn rug_pull(url: &str, description: &str) {
     let pulled = modern_as(
         url,
@@ -98,7 +104,7 @@ async fn block_hides_a_rug_pulled_tool_until_it_is_approved() {
     let dir = dir("integrity-block");
     let path = config(&dir, &backend.url, "block");
     let pin_file = dir.join("pins.json");
-    let mut server = Serve::new().config(&path).start().await;
+    let mut server = Serve::new().config(&path).args(["--ui"]).start().await;
     let url = server.url();
     let mut legacy = LegacySession::open(&url, None).await;
     assert!(modern_tools(&url).await.contains(&"py_echo".to_owned()));
@@ -131,7 +137,10 @@ async fn block_hides_a_rug_pulled_tool_until_it_is_approved() {
     let unknown = legacy
         .request_with_id(7, "tools/call", call("py_nope"))
         .await;
-    assert_eq!(without(&hidden, "py_echo"), without(&unknown, "py_nope"));
+    assert_eq!(
+        message_without(&hidden, "py_echo"),
+        message_without(&unknown, "py_nope")
+    );
 
     // /status shows the diff.
     let status: Value = reqwest::get(server.at("/status"))
@@ -151,6 +160,19 @@ async fn block_hides_a_rug_pulled_tool_until_it_is_approved() {
             .unwrap()
             .starts_with("Echo the text back"),
         "{finding}"
+    );
+
+    // So does /ui, escaped.
+    let page = reqwest::get(server.at("/ui"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let section = &page[page.find("id=\"integrity\"").expect("an integrity section")..];
+    assert!(
+        section.contains("changed, hidden") && section.contains("read ~/.ssh/id_rsa"),
+        "{section}"
     );
 
     // The operator reviews and approves; the running gateway applies it.

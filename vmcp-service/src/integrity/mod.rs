@@ -10,6 +10,7 @@
 
 pub mod approval;
 pub mod canonical;
+pub(crate) mod page;
 mod sinks;
 pub mod store;
 
@@ -210,9 +211,12 @@ impl Integrity {
         if !writes.is_empty() {
             state.store(&writes);
         }
-        state
-            .announced
-            .retain(|(backend, key), _| findings.iter().any(|f| f.is(backend, key)));
+        // A backend out of this build (unhealthy, say) keeps what was reported about
+        // it: its return is not a new change.
+        state.announced.retain(|(backend, key), _| {
+            !input.iter().any(|(b, _)| **b == **backend)
+                || findings.iter().any(|f| f.is(backend, key))
+        });
         for finding in &findings {
             state.announced.insert(
                 (finding.backend.clone(), finding.key()),
