@@ -748,6 +748,56 @@ where
 mod tests {
     use super::*;
 
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn entry_events_name_the_entry_cut_and_follow_the_event_filter() {
+        let lines = Lines::default();
+        let settings = AuditSettings {
+            exclude_event_types: vec!["integrity_approval".into()],
+            ..AuditSettings::default()
+        };
+        let layer = AuditLayer::new(settings, Arc::new(WriterSink::new(lines.clone())));
+        let data: Map<String, Value> = [("fields".to_owned(), json!(["description"]))]
+            .into_iter()
+            .collect();
+        let long = "e".repeat(10_000);
+        layer.record_entry_event(
+            "integrity_change",
+            "blocked",
+            "tool",
+            &long,
+            "py",
+            Some(&data),
+        );
+        layer.record_entry_event("integrity_approval", "success", "tool", "echo", "py", None);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let records: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 1, "the excluded type is not written: {text}");
+        let record = &records[0];
+        assert_eq!(record["type"], "integrity_change");
+        assert_eq!(record["outcome"], "blocked");
+        assert_eq!(record["target"]["type"], "tool");
+        assert_eq!(record["target"]["backend"], "py");
+        assert_eq!(record["target"]["name_bytes"], 10_000);
+        assert!(record["target"]["name"].as_str().unwrap().len() < 1100);
+        assert_eq!(record["data"]["fields"][0], "description");
+    }
+
     #[test]
     fn detects_jsonrpc_errors_in_json_and_sse() {
         assert!(is_jsonrpc_error(

@@ -331,7 +331,12 @@ mod tests {
         metrics.request("tools/call", Duration::from_millis(3), false);
         metrics.request("tools/call", Duration::from_millis(3), true);
         metrics.backend("gh", "tools/call", Duration::from_millis(2), false);
+        metrics.integrity_change("gh", "tool");
         let text = metrics.prometheus_text().unwrap();
+        assert!(
+            text.contains("vmcp_integrity_changes_total{backend=\"gh\",entry=\"tool\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("vmcp_requests_total{mcp_method=\"tools/call\"} 2"),
             "{text}"
