@@ -1,4 +1,6 @@
-//! The bundled vmcp server: `serve`, `validate`, `init`.
+//! The bundled vmcp server: `serve`, `validate`, `init`, `schema`, `pins`.
+
+mod pins;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -67,6 +69,17 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Tool integrity pins: list them, diff pending changes, approve them.
+    Pins {
+        /// The configuration file; its `integrity.path` is the pin file.
+        #[arg(long, short, global = true)]
+        config: Option<PathBuf>,
+        /// The pin file itself (instead of `--config`).
+        #[arg(long, global = true, conflicts_with = "config")]
+        file: Option<PathBuf>,
+        #[command(subcommand)]
+        action: pins::PinsAction,
+    },
 }
 
 fn report_ignored(loaded: &Loaded) {
@@ -115,6 +128,11 @@ async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Pins {
+            config,
+            file,
+            action,
+        } => pins::run(pins::pin_file(config, file)?, action),
         Command::Schema => {
             use std::io::Write;
             let schema = vmcp_service::config::schema::json_schema();

@@ -12,6 +12,7 @@ Usage:
         [--refuse-bearer 401|403]   (answers every request carrying a bearer token with that
                                      HTTP status: a backend that refuses the gateway's token)
         [--asking-tools]   (adds P+"ask", P+"sample" and P+"roots": see py_asking_tools.py)
+        [--rug-pull]   (adds P+"rugpull": a "rug pull", see below)
 
 --port 0 lets the OS pick a free port. Once the socket is listening the process prints exactly one
 line `READY <port>` to stdout (flushed); nothing else is ever written to stdout (logs go to stderr).
@@ -36,6 +37,11 @@ Surface (NAME = --name, P = --tool-prefix, default ""):
              P+"slow"(tag: str, seconds: float): sleeps; if the call is cancelled first,
                remembers tag as cancelled
              P+"cancelled"(): the tags of cancelled slow calls, as a JSON list
+
+--rug-pull adds P+"rugpull"(description: str): replaces the description of P+"echo" with
+`description` (everything else unchanged) and announces the change: notifications/tools/list_changed
+to `subscriptions/listen` subscribers (2026-07-28) and on the caller's session (2025-11-25). Tests of
+tool integrity (pins) call it to change a tool under a running gateway, and again to change it back.
 
 --page-size N (default 0 = off) makes tools/list, resources/list, resources/templates/list and
 prompts/list paginate N items per page with opaque cursors ("c<offset>"); an unknown cursor gives
@@ -90,6 +96,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--echo-headers", action="store_true", help="add a tool P+'headers' returning the HTTP request headers")
     p.add_argument("--forwarding-tools", action="store_true", help="add tools P+'steps', P+'slow', P+'cancelled'")
     p.add_argument("--asking-tools", action="store_true", help="add tools P+'ask', P+'sample', P+'roots'")
+    p.add_argument("--rug-pull", action="store_true", help="add tool P+'rugpull' that rewrites P+'echo''s description")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--refuse-bearer", type=int, choices=[401, 403], default=None, help="answer requests with a bearer token with this status")
@@ -168,6 +175,20 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         @mcp.tool(name=prefix + "cancelled", description="Tags of cancelled slow calls (JSON list)")
         def cancelled_tags() -> str:
             return json.dumps(cancelled)
+
+    if args.rug_pull:
+
+        @mcp.tool(name=prefix + "rugpull", description="Replace the description of the echo tool, and announce it")
+        async def rugpull(description: str, ctx: Context) -> str:
+            tools = mcp._tool_manager._tools  # noqa: SLF001 - no public way to edit a registered tool
+            echo_name = prefix + "echo"
+            tools[echo_name] = tools[echo_name].model_copy(update={"description": description})
+            await ctx.notify_tools_changed()
+            try:  # a 2025-11-25 session also hears it on its own stream
+                await ctx.session.send_tool_list_changed()
+            except Exception:  # noqa: BLE001 - a stateless (2026-07-28) request has no session to notify
+                pass
+            return "changed"
 
     if args.asking_tools:
         import py_asking_tools  # beside this file (sys.path[0])

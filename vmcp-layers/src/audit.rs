@@ -99,7 +99,7 @@ impl Default for AuditSettings {
 }
 
 /// Every event type this layer emits.
-pub const EVENT_TYPES: [&str; 16] = [
+pub const EVENT_TYPES: [&str; 18] = [
     "mcp_initialize",
     "mcp_discover",
     "mcp_ping",
@@ -116,6 +116,8 @@ pub const EVENT_TYPES: [&str; 16] = [
     "mcp_stream",
     "mcp_session_end",
     workflow::STEP_EVENT,
+    "integrity_change",
+    "integrity_approval",
 ];
 
 impl AuditSettings {
@@ -230,6 +232,58 @@ impl AuditLayer {
     /// (`kind` `config_reload`, `outcome` `success` or `failure`): no subject, and
     /// `endpoint` names what did it.
     pub fn record_event(&self, kind: &str, outcome: &str, endpoint: &str) {
+        self.write_event(
+            kind,
+            outcome,
+            RecordTarget {
+                endpoint,
+                method: None,
+                kind: None,
+                name: None,
+                backend: None,
+            },
+            None,
+        );
+    }
+
+    /// Record an event about one backend catalog entry that no request caused: a
+    /// definition that changed (`integrity_change`) or an approval the gateway picked
+    /// up (`integrity_approval`). `entry` is `tool`, `prompt` or `template`; `name`
+    /// the backend's own name (cut like a client's); `data` small and bounded.
+    /// Honors `eventTypes` / `excludeEventTypes`.
+    pub fn record_entry_event(
+        &self,
+        kind: &str,
+        outcome: &str,
+        entry: &'static str,
+        name: &str,
+        backend: &str,
+        data: Option<&Map<String, Value>>,
+    ) {
+        if !self.auditor.config.wants(kind) {
+            return;
+        }
+        self.write_event(
+            kind,
+            outcome,
+            RecordTarget {
+                endpoint: "integrity",
+                method: None,
+                kind: Some(entry),
+                name: Some(name),
+                backend: Some(backend),
+            },
+            data,
+        );
+    }
+
+    fn write_event(
+        &self,
+        kind: &str,
+        outcome: &str,
+        target: RecordTarget<'_>,
+        data: Option<&Map<String, Value>>,
+    ) {
         let mut ids = [0u8; 36];
         let logged_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         let record = Record {
@@ -243,13 +297,7 @@ impl AuditLayer {
                 user: None,
                 client: None,
             },
-            target: RecordTarget {
-                endpoint,
-                method: None,
-                kind: None,
-                name: None,
-                backend: None,
-            },
+            target,
             metadata: Metadata {
                 duration_ms: 0.0,
                 transport: "none",
@@ -257,7 +305,7 @@ impl AuditLayer {
                 status: None,
                 response_size_bytes: None,
             },
-            data: None,
+            data,
         };
         match serde_json::to_vec(&record) {
             Ok(mut line) => {
@@ -699,6 +747,56 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn entry_events_name_the_entry_cut_and_follow_the_event_filter() {
+        let lines = Lines::default();
+        let settings = AuditSettings {
+            exclude_event_types: vec!["integrity_approval".into()],
+            ..AuditSettings::default()
+        };
+        let layer = AuditLayer::new(settings, Arc::new(WriterSink::new(lines.clone())));
+        let data: Map<String, Value> = [("fields".to_owned(), json!(["description"]))]
+            .into_iter()
+            .collect();
+        let long = "e".repeat(10_000);
+        layer.record_entry_event(
+            "integrity_change",
+            "blocked",
+            "tool",
+            &long,
+            "py",
+            Some(&data),
+        );
+        layer.record_entry_event("integrity_approval", "success", "tool", "echo", "py", None);
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let records: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(records.len(), 1, "the excluded type is not written: {text}");
+        let record = &records[0];
+        assert_eq!(record["type"], "integrity_change");
+        assert_eq!(record["outcome"], "blocked");
+        assert_eq!(record["target"]["type"], "tool");
+        assert_eq!(record["target"]["backend"], "py");
+        assert_eq!(record["target"]["name_bytes"], 10_000);
+        assert!(record["target"]["name"].as_str().unwrap().len() < 1100);
+        assert_eq!(record["data"]["fields"][0], "description");
+    }
 
     #[test]
     fn detects_jsonrpc_errors_in_json_and_sse() {

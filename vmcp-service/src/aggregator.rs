@@ -43,6 +43,9 @@ impl CapabilityProvider for CatalogProvider {
 /// trailing re-list that picks up the last change.
 pub(crate) const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// How often the pin file (`integrity.path`) is checked for changes.
+const PIN_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Which kinds of the advertised catalog changed in a rebuild.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CatalogChange {
@@ -88,6 +91,8 @@ pub struct Aggregator {
     listings: std::sync::atomic::AtomicU64,
     changes: broadcast::Sender<CatalogChange>,
     ready: tokio::sync::watch::Sender<bool>,
+    /// Pins of backend definitions (`integrity:`), checked on every build.
+    integrity: crate::integrity::Integrity,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -112,6 +117,7 @@ impl Aggregator {
             listings: std::sync::atomic::AtomicU64::new(0),
             changes: broadcast::channel(64).0,
             ready: tokio::sync::watch::Sender::new(false),
+            integrity: crate::integrity::Integrity::default(),
         }
     }
 
@@ -170,6 +176,11 @@ impl Aggregator {
     /// Becomes `true` once the first aggregation finished.
     pub fn ready(&self) -> tokio::sync::watch::Receiver<bool> {
         self.ready.subscribe()
+    }
+
+    /// Tool integrity: the pins' findings, and where changes are recorded.
+    pub fn integrity(&self) -> &crate::integrity::Integrity {
+        &self.integrity
     }
 
     /// The tool collisions the last catalog build left unresolved (and dropped).
@@ -267,7 +278,7 @@ impl Aggregator {
 
     fn build(&self, reports: &BTreeMap<Arc<str>, BackendCapabilities>) -> BuildReport {
         let config = self.config();
-        let input = reports
+        let mut input: Vec<_> = reports
             .iter()
             .filter(|(name, _)| {
                 self.registry
@@ -276,6 +287,9 @@ impl Aggregator {
             })
             .map(|(name, caps)| (name.clone(), caps.clone()))
             .collect();
+        // On the backends' own definitions, before overrides and names: what `block`
+        // hides is then absent everywhere, as if the backend never listed it.
+        self.integrity.check(config.integrity.as_ref(), &mut input);
         let (mut catalog, mut report) = Catalog::build(&config, input);
         let workflows = self.workflows();
         let composites = workflows.advertise(&catalog);
@@ -336,6 +350,9 @@ impl Aggregator {
         // one that recovered before its health ever flipped would otherwise keep its
         // stale report.
         let mut last_retry = Instant::now();
+        // The pin file is polled (one `stat`) so an approval applies without a restart.
+        let mut pins = tokio::time::interval(PIN_POLL_INTERVAL);
+        pins.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let interval = self.registry.health_settings().interval;
             let retry_due = last_retry + interval;
@@ -352,6 +369,11 @@ impl Aggregator {
                 .map_or_else(Instant::now, |at| *at + RELIST_INTERVAL);
             tokio::select! {
                 _ = shutdown.cancelled() => return,
+                _ = pins.tick() => {
+                    if self.integrity.stale() {
+                        self.rebuild().await;
+                    }
+                }
                 changed = changes.changed() => {
                     if changed.is_err() { return; }
                     self.refresh_all().await;

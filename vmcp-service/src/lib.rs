@@ -44,6 +44,7 @@ pub mod config;
 mod connections;
 mod edge;
 mod handler;
+pub mod integrity;
 mod listen;
 mod names;
 mod pagination;

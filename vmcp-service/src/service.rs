@@ -348,6 +348,9 @@ impl Vmcp {
                 audit.record_event("config_reload", "success", "reload");
             }
             tracing::info!(layers = ?stack.layers(), "request pipeline reloaded");
+            self.aggregator
+                .integrity()
+                .attach(stack.audit().cloned(), stack.telemetry().cloned());
             let authorizer = stack.authorizer().cloned();
             switch.replace(stack);
             // Open sessions and listen streams follow the new policies too.
@@ -401,7 +404,11 @@ impl Vmcp {
         .headers(crate::reload::with_origins(headers, &config))
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
-        Ok(builder.build(self.service_with(http)))
+        let stack = builder.build(self.service_with(http));
+        self.aggregator
+            .integrity()
+            .attach(stack.audit().cloned(), stack.telemetry().cloned());
+        Ok(stack)
     }
 
     /// Record in the audit log (when the served stack audits) that a reload was
@@ -431,6 +438,10 @@ impl Vmcp {
             headers,
         )?;
         let switch = slot.switch.clone();
+        let stack = switch.current();
+        self.aggregator
+            .integrity()
+            .attach(stack.audit().cloned(), stack.telemetry().cloned());
         *self.layers.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
         Ok(switch)
     }

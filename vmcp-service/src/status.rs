@@ -88,6 +88,10 @@ pub struct Status {
     /// Composite step tools not in the catalog (each such step fails when it runs).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_step_tools: Vec<String>,
+    /// Tool integrity (`integrity.mode` not `off`): definitions that differ from
+    /// their pins, or have none, with the diff.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<crate::integrity::IntegrityStatus>,
 }
 
 impl Status {
@@ -98,6 +102,9 @@ impl Status {
         if let Some(shown) = view.backends(&aggregator.catalog()) {
             status.backends.retain(|b| shown.contains(b.name.as_str()));
             status.healthy = status.backends.iter().any(|b| b.health.advertisable());
+            // Findings name definitions nobody may list (hidden ones) and other
+            // callers' tools: for operators only.
+            status.integrity = None;
         }
         status
     }
@@ -152,6 +159,7 @@ impl Status {
             phase,
             unresolved: aggregator.unresolved(),
             missing_step_tools: aggregator.missing_step_tools(),
+            integrity: aggregator.integrity().status(),
         }
     }
 }

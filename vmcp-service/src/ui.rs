@@ -353,6 +353,9 @@ pub(crate) fn render_for(aggregator: &Aggregator, view: &View) -> String {
         out.push_str("<li class=\"note\">none</li>");
     }
     out.push_str("</ul>");
+    if let Some(integrity) = &status.integrity {
+        crate::integrity::page::render(&mut out, integrity, escape);
+    }
 
     let _ = write!(
         out,

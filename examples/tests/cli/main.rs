@@ -7,6 +7,7 @@ mod commands;
 mod config_ux;
 mod connections;
 mod fifo;
+mod integrity;
 mod origins;
 mod outgoing_auth;
 mod readme;

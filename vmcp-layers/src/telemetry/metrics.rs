@@ -58,6 +58,7 @@ struct Otel {
     workflows: OtelCounter<u64>,
     workflow_duration: OtelHistogram<f64>,
     workflow_errors: OtelCounter<u64>,
+    integrity_changes: OtelCounter<u64>,
 }
 
 struct Prom {
@@ -71,6 +72,7 @@ struct Prom {
     workflows: Family<Labels, Counter>,
     workflow_duration: HistogramFamily,
     workflow_errors: Family<Labels, Counter>,
+    integrity_changes: Family<Labels, Counter>,
 }
 
 /// The gateway's metrics: per method, and per backend and method.
@@ -131,6 +133,10 @@ impl Metrics {
                 .u64_counter("vmcp.workflow.errors")
                 .with_description("Composite tool runs that failed")
                 .build(),
+            integrity_changes: m
+                .u64_counter("vmcp.integrity.changes")
+                .with_description("Backend definitions seen changed from their pin")
+                .build(),
         });
         let prom = prometheus.then(|| {
             let mut registry = Registry::default();
@@ -148,6 +154,7 @@ impl Metrics {
                     latency_histogram as fn() -> Histogram,
                 ),
                 workflow_errors: Family::default(),
+                integrity_changes: Family::default(),
                 registry: Mutex::new(Registry::default()),
             };
             registry.register(
@@ -194,6 +201,11 @@ impl Metrics {
                 "vmcp_workflow_errors",
                 "Composite tool runs that failed",
                 prom.workflow_errors.clone(),
+            );
+            registry.register(
+                "vmcp_integrity_changes",
+                "Backend definitions seen changed from their pin",
+                prom.integrity_changes.clone(),
             );
             *prom.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
             prom
@@ -281,6 +293,24 @@ impl Metrics {
         }
     }
 
+    /// One backend definition seen changed from its pin (tool integrity). `backend`
+    /// is a configured name; `entry` is `tool`, `prompt` or `template`.
+    pub fn integrity_change(&self, backend: &str, entry: &'static str) {
+        if let Some(otel) = &self.otel {
+            otel.integrity_changes.add(
+                1,
+                &[
+                    KeyValue::new("vmcp.backend", backend.to_owned()),
+                    KeyValue::new("vmcp.entry", entry),
+                ],
+            );
+        }
+        if let Some(prom) = &self.prom {
+            let labels: Labels = vec![("backend", backend.to_owned()), ("entry", entry.to_owned())];
+            prom.integrity_changes.get_or_create(&labels).inc();
+        }
+    }
+
     /// The Prometheus text exposition, if Prometheus is enabled.
     pub fn prometheus_text(&self) -> Option<String> {
         let prom = self.prom.as_ref()?;
@@ -301,7 +331,12 @@ mod tests {
         metrics.request("tools/call", Duration::from_millis(3), false);
         metrics.request("tools/call", Duration::from_millis(3), true);
         metrics.backend("gh", "tools/call", Duration::from_millis(2), false);
+        metrics.integrity_change("gh", "tool");
         let text = metrics.prometheus_text().unwrap();
+        assert!(
+            text.contains("vmcp_integrity_changes_total{backend=\"gh\",entry=\"tool\"} 1"),
+            "{text}"
+        );
         assert!(
             text.contains("vmcp_requests_total{mcp_method=\"tools/call\"} 2"),
             "{text}"

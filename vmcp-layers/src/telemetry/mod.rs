@@ -264,6 +264,12 @@ impl Telemetry {
         self.shared.metrics.prometheus_text()
     }
 
+    /// Count one backend definition seen changed from its pin (tool integrity; the
+    /// gateway calls this on catalog changes, never per request).
+    pub fn integrity_change(&self, backend: &str, entry: &'static str) {
+        self.shared.metrics.integrity_change(backend, entry);
+    }
+
     /// Export everything buffered now. Blocks: call it from a blocking context.
     pub fn force_flush(&self) {
         if let Some(p) = &self.tracer_provider

@@ -11,6 +11,7 @@ mod composite_check;
 mod connections;
 mod hints;
 mod incoming;
+mod integrity;
 mod limits;
 mod listen;
 mod outgoing;
@@ -40,6 +41,7 @@ pub use connections::{
 };
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
+pub use integrity::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
 pub use outgoing::{
@@ -118,6 +120,9 @@ pub struct VmcpConfig {
     /// Where state shared between replicas is kept (docs/scaling.md).
     #[serde(default)]
     pub session_storage: SessionStorageConfig,
+    /// Tool integrity: pins of backend definitions (docs/integrity.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<IntegrityConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

@@ -254,6 +254,9 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(auth) = &config.incoming_auth {
         auth.validate(&mut errors);
     }
+    if let Some(integrity) = &config.integrity {
+        integrity.validate(&mut errors);
+    }
     if let Some(audit) = &config.audit {
         audit.validate(&mut errors);
     }
