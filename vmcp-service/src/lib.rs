@@ -46,6 +46,7 @@ mod edge;
 mod handler;
 mod listen;
 mod names;
+mod optimizer;
 mod pagination;
 mod params;
 mod propagation;

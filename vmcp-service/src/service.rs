@@ -74,6 +74,7 @@ impl Vmcp {
         reporters: Vec<Arc<dyn StatusReporter>>,
     ) -> Result<Self, StartError> {
         crate::config::validate(&config)?;
+        crate::optimizer::announce(&config);
         // Built once here: every status router shares it, and a reload swaps it.
         let status_auth = StatusAuth::new(status_auth(&config).map(|auth| {
             auth.map_err(|e| {
@@ -383,6 +384,7 @@ impl Vmcp {
         .headers(crate::reload::with_origins(headers, &config))
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
+        let builder = crate::optimizer::stacked(builder, &config);
         Ok(builder.build(self.service_with(http)))
     }
 

@@ -13,6 +13,7 @@ mod hints;
 mod incoming;
 mod limits;
 mod listen;
+mod optimizer;
 mod outgoing;
 mod parked;
 pub mod schema;
@@ -41,6 +42,7 @@ pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
+pub use optimizer::{EmbeddingProvider, OptimizerConfig};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig,
     OutgoingSource, Secret, StrategyShape, StrategyType, SubjectTokenType, TokenExchangeConfig,
@@ -111,6 +113,10 @@ pub struct VmcpConfig {
     /// DNS rebinding). `vmcp serve --allowed-origin` adds to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// Tool search: `tools/list` shows only `find_tool` and `call_tool`
+    /// (docs/optimizer.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<OptimizerConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
