@@ -91,10 +91,20 @@ async fn find_and_call_on_both_revisions() {
         let r = &report["results"];
         assert_eq!(listed(&r[0]), ["call_tool", "find_tool"], "{mode}");
         // Stemming: "compressing files" matches "Compresses a single file".
-        assert_eq!(found(&r[1])[0], "everything_gzip-file-as-resource", "{mode}: {}", r[1]);
+        assert_eq!(
+            found(&r[1])[0],
+            "everything_gzip-file-as-resource",
+            "{mode}: {}",
+            r[1]
+        );
         assert!(found(&r[1]).len() <= 3, "maxToolsToReturn");
         assert_eq!(found(&r[2])[0], "everything_get-env", "{mode}: {}", r[2]);
-        assert_eq!(found(&r[3])[0], "everything_get-tiny-image", "{mode}: {}", r[3]);
+        assert_eq!(
+            found(&r[3])[0],
+            "everything_get-tiny-image",
+            "{mode}: {}",
+            r[3]
+        );
         // Composite tools are in the index.
         assert_eq!(found(&r[4])[0], "shout_twice", "{mode}: {}", r[4]);
         let metrics = &r[1]["structured"]["token_metrics"];
@@ -103,14 +113,21 @@ async fn find_and_call_on_both_revisions() {
             metrics["returned_tokens"].as_u64().unwrap(),
         );
         assert!(returned > 0 && baseline > returned, "{metrics}");
-        assert!(metrics["savings_percent"].as_f64().unwrap() > 50.0, "{metrics}");
+        assert!(
+            metrics["savings_percent"].as_f64().unwrap() > 50.0,
+            "{metrics}"
+        );
         assert!(
             r[1]["structured"]["tools"][0]["input_schema"]["properties"].is_object(),
             "{}",
             r[1]
         );
 
-        assert!(r[5]["text"].as_str().unwrap().contains("42"), "{mode}: {}", r[5]);
+        assert!(
+            r[5]["text"].as_str().unwrap().contains("42"),
+            "{mode}: {}",
+            r[5]
+        );
         assert_eq!(r[6]["text"], "3", "{mode}: {}", r[6]);
         assert!(
             r[7]["text"].as_str().unwrap().contains("HI"),
@@ -119,7 +136,11 @@ async fn find_and_call_on_both_revisions() {
         );
         // call_tool of a nonexistent tool: what a direct call of it gets.
         assert_eq!(r[8], r[9], "{mode}");
-        assert!(r[8]["error"].is_object() || r[8]["isError"] == true, "{}", r[8]);
+        assert!(
+            r[8]["error"].is_object() || r[8]["isError"] == true,
+            "{}",
+            r[8]
+        );
         assert_eq!(r[10]["error"]["code"], -32602, "{mode}: {}", r[10]);
     }
 }
@@ -167,7 +188,11 @@ audit:
         assert_eq!(listed(&r[0]), ["call_tool", "find_tool"], "{mode}");
         // gh_add matches "add" too, but this caller may not call it.
         assert_eq!(found(&r[1]), ["everything_get-sum"], "{mode}: {}", r[1]);
-        assert!(found(&r[2]).is_empty(), "a forbidden tool is not found: {}", r[2]);
+        assert!(
+            found(&r[2]).is_empty(),
+            "a forbidden tool is not found: {}",
+            r[2]
+        );
         let metrics = &r[2]["structured"]["token_metrics"];
         assert_eq!(metrics["returned_tokens"], 0);
         assert!(metrics["baseline_tokens"].as_u64().unwrap() > 0);
@@ -197,7 +222,10 @@ audit:
     assert_eq!(outcome("gh_echo"), ["success"; 2], "{text}");
     assert!(outcome("call_tool").is_empty(), "{text}");
     assert_eq!(outcome("find_tool").len(), 4, "{text}");
-    let echo = calls.iter().find(|l| l["target"]["name"] == "gh_echo").unwrap();
+    let echo = calls
+        .iter()
+        .find(|l| l["target"]["name"] == "gh_echo")
+        .unwrap();
     assert_eq!(echo["target"]["backend"], "gh");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -224,6 +252,10 @@ async fn a_tool_a_backend_adds_is_found_without_restart() {
     );
     for mode in MODES {
         let after = py_client(&gw.url(), mode, search.clone()).await;
-        assert_eq!(found(&after["results"][0]), ["gh_frobnicate"], "{mode}: {after}");
+        assert_eq!(
+            found(&after["results"][0]),
+            ["gh_frobnicate"],
+            "{mode}: {after}"
+        );
     }
 }

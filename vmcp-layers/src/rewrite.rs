@@ -44,9 +44,7 @@ pub trait RequestRewrite: Send + Sync {
 /// rewritten target, so the header/body consistency checks after this one hold.
 pub fn retarget_headers(headers: &mut HeaderMap, parsed: &ParsedMcpRequest) {
     if headers.contains_key("mcp-name")
-        && let Some(value) = parsed
-            .target()
-            .and_then(|t| HeaderValue::from_str(t).ok())
+        && let Some(value) = parsed.target().and_then(|t| HeaderValue::from_str(t).ok())
     {
         headers.insert("mcp-name", value);
     }

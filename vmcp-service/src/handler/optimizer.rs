@@ -34,7 +34,11 @@ fn search_texts(arguments: &Map<String, Value>) -> Result<Vec<&str>, ErrorData> 
                 );
             }
         }
-        Some(_) => return Err(invalid("find_tool's tool_keywords must be an array of strings")),
+        Some(_) => {
+            return Err(invalid(
+                "find_tool's tool_keywords must be an array of strings",
+            ));
+        }
     }
     Ok(texts)
 }
@@ -135,11 +139,18 @@ mod tests {
     fn search_arguments_are_checked() {
         let args = |v: Value| v.as_object().cloned().unwrap();
         assert_eq!(
-            search_texts(&args(json!({"tool_description": "a", "tool_keywords": ["b", "c"]})))
-                .unwrap(),
+            search_texts(&args(
+                json!({"tool_description": "a", "tool_keywords": ["b", "c"]})
+            ))
+            .unwrap(),
             ["a", "b", "c"]
         );
         assert!(search_texts(&args(json!({"tool_keywords": ["b"]}))).is_err());
-        assert!(search_texts(&args(json!({"tool_description": "a", "tool_keywords": [1]}))).is_err());
+        assert!(
+            search_texts(&args(
+                json!({"tool_description": "a", "tool_keywords": [1]})
+            ))
+            .is_err()
+        );
     }
 }

@@ -116,9 +116,9 @@ fn parameters_column(tool: &Tool) -> String {
 /// English words too common to tell tools apart: a query's "the" would match
 /// nearly every description.
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "i", "in",
-    "into", "is", "it", "me", "my", "of", "on", "or", "please", "some", "that", "the", "this",
-    "to", "tool", "tools", "want", "with",
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "i", "in", "into",
+    "is", "it", "me", "my", "of", "on", "or", "please", "some", "that", "the", "this", "to",
+    "tool", "tools", "want", "with",
 ];
 
 /// The FTS5 query for free text: its words (split as names are) but stopwords,
@@ -202,10 +202,9 @@ impl Index {
             "SELECT rowid, bm25(tools, ?2, ?3, ?4) AS rank FROM tools \
              WHERE tools MATCH ?1 ORDER BY rank, rowid",
         )?;
-        let rows = statement.query_map(
-            (fts_query, WEIGHTS.0, WEIGHTS.1, WEIGHTS.2),
-            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?)),
-        )?;
+        let rows = statement.query_map((fts_query, WEIGHTS.0, WEIGHTS.1, WEIGHTS.2), |row| {
+            Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?))
+        })?;
         let mut hits = Vec::new();
         for row in rows {
             let (rowid, rank) = row?;
@@ -235,7 +234,11 @@ mod tests {
         let serde_json::Value::Object(schema) = schema else {
             unreachable!()
         };
-        Tool::new(name.to_owned(), description.to_owned(), std::sync::Arc::new(schema))
+        Tool::new(
+            name.to_owned(),
+            description.to_owned(),
+            std::sync::Arc::new(schema),
+        )
     }
 
     #[test]
@@ -260,13 +263,18 @@ mod tests {
     fn stems_names_descriptions_and_parameters() {
         let index = Index::build(&[
             tool("fs_readFile", "Read a file from disk", &["path"]),
-            tool("gh_create_issue", "Open an issue in a repository", &["repo", "title"]),
+            tool(
+                "gh_create_issue",
+                "Open an issue in a repository",
+                &["repo", "title"],
+            ),
             tool("weather_forecast", "Tomorrow's weather", &["cityName"]),
         ])
         .unwrap();
         let best = |q: &str| {
             let hits = index.search(&query(&[q]).unwrap()).unwrap();
-            hits.first().map(|h| index.tools()[h.position].name.to_string())
+            hits.first()
+                .map(|h| index.tools()[h.position].name.to_string())
         };
         // Stemming: "creating issues" → create, issu.
         assert_eq!(best("creating issues").as_deref(), Some("gh_create_issue"));

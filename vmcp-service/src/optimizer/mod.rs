@@ -101,7 +101,10 @@ impl std::fmt::Debug for Optimizer {
 impl Optimizer {
     /// The index of `catalog`, built now if the catalog changed since the last one
     /// (a backend's `list_changed`, a reload, a backend joining).
-    pub(crate) async fn index(&self, catalog: &Arc<Catalog>) -> Result<Arc<Index>, index::IndexError> {
+    pub(crate) async fn index(
+        &self,
+        catalog: &Arc<Catalog>,
+    ) -> Result<Arc<Index>, index::IndexError> {
         let mut current = self.current.lock().await;
         if let Some((built, index)) = current.as_ref()
             && Arc::ptr_eq(built, catalog)

@@ -47,7 +47,10 @@ pub(crate) async fn bare(
                 Some(rewritten.parsed),
             )
         }
-        _ => (http::Request::from_parts(parts, http_body_util::Full::new(bytes)), parsed),
+        _ => (
+            http::Request::from_parts(parts, http_body_util::Full::new(bytes)),
+            parsed,
+        ),
     }
 }
 
@@ -83,9 +86,9 @@ pub(crate) fn rewrite(parsed: &ParsedMcpRequest, body: &[u8]) -> Option<Rewrite>
     match parsed.name.as_deref()? {
         FIND_TOOL => Some(Rewrite::Local),
         // Malformed: the handler answers it (invalid params), as for everyone.
-        CALL_TOOL => Some(
-            replaced(parsed, body).map_or(Rewrite::Local, |r| Rewrite::Replaced(Box::new(r))),
-        ),
+        CALL_TOOL => {
+            Some(replaced(parsed, body).map_or(Rewrite::Local, |r| Rewrite::Replaced(Box::new(r))))
+        }
         _ => None,
     }
 }
@@ -183,7 +186,8 @@ mod tests {
         let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
         let parsed = ParsedMcpRequest::parse(body, None, true).unwrap();
         assert!(rewrite(&parsed, body).is_none());
-        let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"find_tool"}}"#;
+        let body =
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"find_tool"}}"#;
         let parsed = ParsedMcpRequest::parse(body, None, true).unwrap();
         assert!(matches!(rewrite(&parsed, body), Some(Rewrite::Local)));
     }
