@@ -23,6 +23,7 @@ mod hostile;
 mod listen_caps;
 mod live;
 mod mrtr_bridge;
+mod optimizer;
 mod outgoing;
 mod pagination;
 mod passthrough;

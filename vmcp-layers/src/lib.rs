@@ -36,6 +36,7 @@ pub mod jsonrpc;
 pub mod parse;
 pub mod prerequisite;
 pub mod recovery;
+pub mod rewrite;
 pub mod shown;
 pub mod stack;
 mod strict_json;

@@ -37,15 +37,33 @@ use tower::{Layer, Service};
 use crate::context::{ParseError, ParsedMcpRequest};
 use crate::jsonrpc;
 use crate::prerequisite::McpParsed;
+use crate::rewrite::{LocalCall, RequestRewrite, Rewrite};
 
 /// Produces [`McpParse`] services.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct McpParseLayer;
+#[derive(Clone, Default)]
+pub struct McpParseLayer {
+    rewrite: Option<Arc<dyn RequestRewrite>>,
+}
+
+impl std::fmt::Debug for McpParseLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpParseLayer")
+            .field("rewrite", &self.rewrite.is_some())
+            .finish()
+    }
+}
 
 impl McpParseLayer {
     /// The layer.
     pub fn new() -> Self {
-        Self
+        Self::default()
+    }
+
+    /// Apply `rewrite` to each parsed request before the layers after this one
+    /// read it ([`crate::rewrite`]).
+    pub fn with_rewrite(mut self, rewrite: Arc<dyn RequestRewrite>) -> Self {
+        self.rewrite = Some(rewrite);
+        self
     }
 }
 
@@ -53,14 +71,26 @@ impl<S> Layer<S> for McpParseLayer {
     type Service = McpParse<S>;
 
     fn layer(&self, inner: S) -> McpParse<S> {
-        McpParse { inner }
+        McpParse {
+            inner,
+            rewrite: self.rewrite.clone(),
+        }
     }
 }
 
 /// Buffers and parses the body; see the [module docs](self).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct McpParse<S> {
     inner: S,
+    rewrite: Option<Arc<dyn RequestRewrite>>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for McpParse<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("McpParse")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The 2026-07-28 header/body consistency rules (SEP-2243).
@@ -154,6 +184,7 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        let rewrite = self.rewrite.clone();
         Box::pin(async move {
             let (mut parts, body) = req.into_parts();
             let bytes = match body.collect().await {
@@ -174,9 +205,27 @@ where
                 }
             };
             let mut parsed = None;
+            let mut bytes = bytes;
             if parts.method == Method::POST {
                 match parse(&parts.headers, &bytes) {
-                    Ok(request) => parsed = Some(Arc::new(request)),
+                    Ok(request) => {
+                        // After the header checks, which held for the request as sent.
+                        match rewrite.as_ref().and_then(|r| r.rewrite(&request, &bytes)) {
+                            None => parsed = Some(Arc::new(request)),
+                            Some(Rewrite::Local) => {
+                                parts.extensions.insert(LocalCall);
+                                parsed = Some(Arc::new(request));
+                            }
+                            Some(Rewrite::Replaced(rewritten)) => {
+                                crate::rewrite::retarget_headers(
+                                    &mut parts.headers,
+                                    &rewritten.parsed,
+                                );
+                                bytes = rewritten.body;
+                                parsed = Some(Arc::new(rewritten.parsed));
+                            }
+                        }
+                    }
                     Err(refusal) => return Ok(*refusal),
                 }
             }

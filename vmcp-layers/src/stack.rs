@@ -70,6 +70,7 @@ use crate::gate::GateLayer;
 use crate::headers::HeaderValidationLayer;
 use crate::parse::McpParseLayer;
 use crate::recovery::RecoveryLayer;
+use crate::rewrite::RequestRewrite;
 #[cfg(feature = "otel")]
 use crate::telemetry::{MetricsAccess, Telemetry};
 
@@ -86,6 +87,7 @@ pub struct StackBuilder {
     #[cfg(feature = "jwt")]
     metadata: Option<ResourceMetadata>,
     provider: Option<Arc<dyn CapabilityProvider>>,
+    rewrite: Option<Arc<dyn RequestRewrite>>,
     discovery_timeout: Option<Duration>,
     discovery_ttl: Option<Duration>,
     #[cfg(feature = "cedar")]
@@ -122,6 +124,7 @@ impl StackBuilder {
             #[cfg(feature = "jwt")]
             metadata: None,
             provider: None,
+            rewrite: None,
             discovery_timeout: None,
             discovery_ttl: None,
             #[cfg(feature = "cedar")]
@@ -131,6 +134,13 @@ impl StackBuilder {
             #[cfg(feature = "otel")]
             metrics_access: MetricsAccess::default(),
         }
+    }
+
+    /// Rewrite parsed requests with `rewrite` before the layers after the parse
+    /// read them ([`crate::rewrite`]).
+    pub fn rewrite(mut self, rewrite: Arc<dyn RequestRewrite>) -> Self {
+        self.rewrite = Some(rewrite);
+        self
     }
 
     /// Serve the MCP endpoint at `path` (default `/mcp`).
@@ -291,6 +301,7 @@ impl StackBuilder {
                 audit: self.audit,
                 auth: self.auth,
                 discovery,
+                rewrite: self.rewrite,
                 #[cfg(feature = "cedar")]
                 authorizer: self.authorizer,
                 enrich,
@@ -347,6 +358,7 @@ struct Layers {
     audit: Option<AuditLayer>,
     auth: AuthLayer,
     discovery: Option<DiscoveryLayer>,
+    rewrite: Option<Arc<dyn RequestRewrite>>,
     #[cfg(feature = "cedar")]
     authorizer: Option<Arc<CedarAuthorizer>>,
     enrich: bool,
@@ -444,9 +456,12 @@ where
             svc = BoxCloneSyncService::new(discovery.layer(svc));
         }
         type Outer = BoxCloneSyncService<Request<Limited<Body>>, Response<Body>, Infallible>;
+        let mut parse = McpParseLayer::new();
+        if let Some(rewrite) = &l.rewrite {
+            parse = parse.with_rewrite(rewrite.clone());
+        }
         #[allow(unused_mut)]
-        let mut outer: Outer =
-            BoxCloneSyncService::new(l.auth.layer(McpParseLayer::new().layer(svc)));
+        let mut outer: Outer = BoxCloneSyncService::new(l.auth.layer(parse.layer(svc)));
         #[cfg(feature = "audit")]
         if let Some(audit) = &l.audit {
             outer = BoxCloneSyncService::new(audit.layer(outer));

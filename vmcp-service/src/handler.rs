@@ -15,6 +15,7 @@ mod elicit;
 mod forward;
 mod mrtr;
 mod observe;
+mod optimizer;
 mod workflow;
 mod workflow_state;
 
@@ -57,6 +58,8 @@ pub(crate) struct VmcpHandler {
     sealer: Arc<crate::seal::Sealer>,
     /// Legacy backend calls waiting for a Modern caller's input (`handler::bridge`).
     parked: Arc<bridge::Parked>,
+    /// The optimizer's index of the current catalog (used when `optimizer` is set).
+    optimizer: Arc<crate::optimizer::Optimizer>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -107,6 +110,7 @@ impl VmcpHandler {
             log_levels: Arc::default(),
             sealer: Arc::default(),
             parked: Arc::default(),
+            optimizer: Arc::default(),
         }
     }
 
@@ -300,6 +304,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        if self.aggregator.config().optimizer.is_some() && crate::optimizer::is_meta_tool(name) {
+            return crate::optimizer::meta_tools()
+                .into_iter()
+                .find(|t| t.name == name);
+        }
         let catalog = self.aggregator.catalog();
         catalog
             .tool(name)
@@ -313,8 +322,13 @@ impl ServerHandler for VmcpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
+        // The optimizer advertises its two tools instead, to every caller.
+        let tools = match self.aggregator.config().optimizer {
+            Some(_) => std::borrow::Cow::Owned(crate::optimizer::meta_tools()),
+            None => admitted_tools(&ctx, &catalog),
+        };
         let (items, next) = page(
-            &admitted_tools(&ctx, &catalog),
+            &tools,
             |t| t.name.as_ref(),
             ListKind::Tools,
             cursor(&params),
@@ -396,6 +410,12 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(optimizer) = &self.aggregator.config().optimizer
+            && crate::optimizer::is_meta_tool(&params.name)
+        {
+            // Boxed: see below.
+            return Box::pin(self.call_optimizer(optimizer, params, &ctx)).await;
+        }
         if let Some(workflow) = self.aggregator.workflows().get(&params.name)
             && self.aggregator.catalog().local_tool(&params.name).is_some()
         {

@@ -47,6 +47,7 @@ mod handler;
 pub mod integrity;
 mod listen;
 mod names;
+mod optimizer;
 mod pagination;
 mod params;
 mod propagation;

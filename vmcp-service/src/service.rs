@@ -86,6 +86,7 @@ impl Vmcp {
                 &config.session_storage,
             )?),
         };
+        crate::optimizer::announce(&config);
         // Built once here: every status router shares it, and a reload swaps it.
         let status_auth = StatusAuth::new(status_auth(&config).map(|auth| {
             auth.map_err(|e| {
@@ -404,6 +405,7 @@ impl Vmcp {
         .headers(crate::reload::with_origins(headers, &config))
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
+        let builder = crate::optimizer::stacked(builder, &config);
         let stack = builder.build(self.service_with(http));
         self.aggregator
             .integrity()

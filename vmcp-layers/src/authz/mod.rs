@@ -48,6 +48,7 @@ use crate::context::{
 };
 pub use crate::future::ResponseFuture;
 use crate::prerequisite;
+use crate::rewrite::LocalCall;
 use cedar::{CedarAuthorizer, Target};
 
 /// Per-item admission for one caller, over the shared authorizer.
@@ -232,13 +233,22 @@ where
                 Ok(identity) => identity.clone(),
                 Err(missing) => return ResponseFuture::ready(missing.into_response()),
             };
-            let decision = decide(
-                &self.authorizer,
-                &identity,
-                &parsed,
-                req.extensions().get::<Discovered>(),
-                req.extensions().get::<ToolAnnotations>(),
-            );
+            // A gateway-local tool every caller may call (`crate::rewrite`): what it
+            // answers is decided per caller by the service.
+            let decision = if req.extensions().get::<LocalCall>().is_some() {
+                CallKind::of_request(&parsed).map(|kind| AdmissionDecision {
+                    kind,
+                    allowed: true,
+                })
+            } else {
+                decide(
+                    &self.authorizer,
+                    &identity,
+                    &parsed,
+                    req.extensions().get::<Discovered>(),
+                    req.extensions().get::<ToolAnnotations>(),
+                )
+            };
             if let Some(decision) = decision {
                 req.extensions_mut().insert(decision);
             }

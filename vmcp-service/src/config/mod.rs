@@ -14,6 +14,7 @@ mod incoming;
 mod integrity;
 mod limits;
 mod listen;
+mod optimizer;
 mod outgoing;
 mod parked;
 pub mod schema;
@@ -44,6 +45,7 @@ pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, Oi
 pub use integrity::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
+pub use optimizer::{EmbeddingProvider, OptimizerConfig};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig,
     OutgoingSource, Secret, StrategyShape, StrategyType, SubjectTokenType, TokenExchangeConfig,
@@ -123,6 +125,10 @@ pub struct VmcpConfig {
     /// Tool integrity: pins of backend definitions (docs/integrity.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity: Option<IntegrityConfig>,
+    /// Tool search: `tools/list` shows only `find_tool` and `call_tool`
+    /// (docs/optimizer.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optimizer: Option<OptimizerConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

@@ -230,6 +230,9 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     config.operational.listen_streams.validate(&mut errors);
     config.operational.connections.validate(&mut errors);
     config.session_storage.validate(&mut errors);
+    if let Some(optimizer) = &config.optimizer {
+        optimizer.validate(&mut errors);
+    }
     let oidc = config.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
     if config.status.require_auth == Some(true) && !oidc {
         errors.push(

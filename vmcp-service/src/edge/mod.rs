@@ -197,6 +197,17 @@ impl Edge {
         let Side::Fast(verb) = side(&parsed.method) else {
             return None;
         };
+        // The optimizer's tools/list and its own tools are the handler's.
+        if self.aggregator.config().optimizer.is_some()
+            && (verb == Verb::List(ListKind::Tools)
+                || (verb == Verb::CallTool
+                    && parsed
+                        .name
+                        .as_deref()
+                        .is_some_and(crate::optimizer::is_meta_tool)))
+        {
+            return None;
+        }
         let id = match parsed.id.as_ref()? {
             Value::String(s) => NumberOrString::String(s.as_str().into()),
             Value::Number(n) => NumberOrString::Number(n.as_i64()?),

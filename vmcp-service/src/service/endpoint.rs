@@ -197,6 +197,12 @@ where
                         Box::pin(inner.handle(Box::pin(req).await)).await
                     }
                     Ok((req, parsed)) => {
+                        let (req, parsed) = crate::optimizer::rewrite::bare(
+                            &shared.aggregator.config(),
+                            req,
+                            parsed,
+                        )
+                        .await;
                         if let Some((edge, admitted)) =
                             fast(edge, &req, parsed.map(Arc::new), owned)
                             && let Some(response) = edge.serve(admitted).await
