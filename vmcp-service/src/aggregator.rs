@@ -88,6 +88,8 @@ pub struct Aggregator {
     listings: std::sync::atomic::AtomicU64,
     changes: broadcast::Sender<CatalogChange>,
     ready: tokio::sync::watch::Sender<bool>,
+    /// `rateLimiting`: its buckets outlive reloads.
+    limiter: crate::rate_limit::RateLimiter,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -100,6 +102,7 @@ impl Aggregator {
     /// An aggregator with an empty catalog; call [`Aggregator::refresh_all`] to fill it.
     pub(crate) fn new(config: Arc<VmcpConfig>, registry: Arc<BackendRegistry>) -> Self {
         Self {
+            limiter: crate::rate_limit::RateLimiter::new(&config),
             workflows: RwLock::new(Arc::new(Workflows::from_config(&config))),
             config: RwLock::new(config),
             registry,
@@ -135,6 +138,7 @@ impl Aggregator {
     pub(crate) async fn set_config(&self, config: Arc<VmcpConfig>) -> BuildReport {
         *self.workflows.write().unwrap_or_else(|e| e.into_inner()) =
             Arc::new(Workflows::from_config(&config));
+        self.limiter.reconfigure(&config);
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
         self.rebuild().await
     }
@@ -145,6 +149,11 @@ impl Aggregator {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The rate limiter (`rateLimiting`).
+    pub(crate) fn limiter(&self) -> &crate::rate_limit::RateLimiter {
+        &self.limiter
     }
 
     /// The backend registry.

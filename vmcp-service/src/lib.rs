@@ -49,6 +49,7 @@ mod names;
 mod pagination;
 mod params;
 mod propagation;
+mod rate_limit;
 mod reload;
 mod rewake;
 mod router;

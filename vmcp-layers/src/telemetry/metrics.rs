@@ -58,6 +58,7 @@ struct Otel {
     workflows: OtelCounter<u64>,
     workflow_duration: OtelHistogram<f64>,
     workflow_errors: OtelCounter<u64>,
+    rate_limit: OtelCounter<u64>,
 }
 
 struct Prom {
@@ -71,6 +72,7 @@ struct Prom {
     workflows: Family<Labels, Counter>,
     workflow_duration: HistogramFamily,
     workflow_errors: Family<Labels, Counter>,
+    rate_limit: Family<Labels, Counter>,
 }
 
 /// The gateway's metrics: per method, and per backend and method.
@@ -131,6 +133,10 @@ impl Metrics {
                 .u64_counter("vmcp.workflow.errors")
                 .with_description("Composite tool runs that failed")
                 .build(),
+            rate_limit: m
+                .u64_counter("vmcp.rate_limit.decisions")
+                .with_description("Rate-limit decisions per tool, bucket and decision")
+                .build(),
         });
         let prom = prometheus.then(|| {
             let mut registry = Registry::default();
@@ -148,6 +154,7 @@ impl Metrics {
                     latency_histogram as fn() -> Histogram,
                 ),
                 workflow_errors: Family::default(),
+                rate_limit: Family::default(),
                 registry: Mutex::new(Registry::default()),
             };
             registry.register(
@@ -194,6 +201,11 @@ impl Metrics {
                 "vmcp_workflow_errors",
                 "Composite tool runs that failed",
                 prom.workflow_errors.clone(),
+            );
+            registry.register(
+                "vmcp_rate_limit_decisions",
+                "Rate-limit decisions per tool, bucket and decision",
+                prom.rate_limit.clone(),
             );
             *prom.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
             prom
@@ -278,6 +290,29 @@ impl Metrics {
             if error {
                 prom.workflow_errors.get_or_create(&labels).inc();
             }
+        }
+    }
+
+    /// One rate-limit decision. The caller bounds `tool` (configured names, `*`,
+    /// or a method label); `bucket` and `decision` are fixed words.
+    pub fn rate_limit(&self, tool: &str, bucket: &str, decision: &str) {
+        if let Some(otel) = &self.otel {
+            otel.rate_limit.add(
+                1,
+                &[
+                    KeyValue::new("tool", tool.to_owned()),
+                    KeyValue::new("bucket", bucket.to_owned()),
+                    KeyValue::new("decision", decision.to_owned()),
+                ],
+            );
+        }
+        if let Some(prom) = &self.prom {
+            let labels: Labels = vec![
+                ("tool", tool.to_owned()),
+                ("bucket", bucket.to_owned()),
+                ("decision", decision.to_owned()),
+            ];
+            prom.rate_limit.get_or_create(&labels).inc();
         }
     }
 

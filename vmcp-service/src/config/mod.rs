@@ -15,6 +15,7 @@ mod limits;
 mod listen;
 mod outgoing;
 mod parked;
+mod rate_limit;
 pub mod schema;
 mod sessions;
 mod spelling;
@@ -47,6 +48,10 @@ pub use outgoing::{
     validate_passthrough,
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
+pub use rate_limit::{
+    AnonymousKey, BackendLimitConfig, BucketConfig, FailMode, RateLimitingConfig, SharedAndPerUser,
+    ToolLimitConfig, VerbLimitsConfig,
+};
 pub use sessions::{
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_ADDRESS, DEFAULT_MAX_SESSIONS_PER_IDENTITY,
     DEFAULT_SESSION_TTL, OperatorClaim, SessionLimits, SessionsConfig, StatusConfig,
@@ -111,6 +116,9 @@ pub struct VmcpConfig {
     /// DNS rebinding). `vmcp serve --allowed-origin` adds to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// Token buckets per caller, tool, verb and backend (docs/rate-limiting.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limiting: Option<RateLimitingConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

@@ -229,6 +229,10 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     config.operational.parked_calls.validate(&mut errors);
     config.operational.listen_streams.validate(&mut errors);
     config.operational.connections.validate(&mut errors);
+    if let Some(limits) = &config.rate_limiting {
+        let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
+        limits.validate(&backends, &mut errors);
+    }
     let oidc = config.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
     if config.status.require_auth == Some(true) && !oidc {
         errors.push(

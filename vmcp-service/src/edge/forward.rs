@@ -64,6 +64,28 @@ impl Edge {
         })
     }
 
+    /// A slot under `backend`'s `maxConcurrent` cap, as the handler takes one.
+    async fn slot(
+        &self,
+        backend: &Arc<str>,
+        legacy: bool,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ErrorData> {
+        let timeout = self.aggregator.config().call_timeout(backend);
+        self.aggregator
+            .limiter()
+            .slot(backend, timeout)
+            .await
+            .map_err(|timeout| {
+                client_error(
+                    BackendError::Timeout {
+                        backend: backend.clone(),
+                        timeout,
+                    },
+                    legacy,
+                )
+            })
+    }
+
     pub(super) async fn call_tool(
         &self,
         parsed: &ParsedMcpRequest,
@@ -81,6 +103,7 @@ impl Edge {
             mut params,
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
@@ -132,6 +155,7 @@ impl Edge {
             mut params,
         } = router::route_prompt(catalog, params)?;
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(
             calls,
@@ -169,6 +193,7 @@ impl Edge {
             mut params,
         } = router::route_resource(catalog, ReadResourceRequestParams::new(uri.clone()))?;
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         let call = Observed::start(
             calls,
             &backend,
@@ -216,6 +241,7 @@ impl Edge {
             )));
         };
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         let mut result = client
             .complete(params, budget)

@@ -70,6 +70,19 @@ impl VmcpHandler {
         F: Fn(Arc<BackendClient>) -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
+        // `rateLimiting.backends[].maxConcurrent`: held for the whole call (retry
+        // included); a call that gets no slot within the call timeout times out
+        // without reaching the backend (and without counting against its health).
+        let timeout = self.aggregator.config().call_timeout(shared.name());
+        let _slot = self
+            .aggregator
+            .limiter()
+            .slot(shared.name(), timeout)
+            .await
+            .map_err(|timeout| BackendError::Timeout {
+                backend: shared.name().clone(),
+                timeout,
+            })?;
         let registry = self.aggregator.registry();
         let pool = registry
             .pool(shared.name())

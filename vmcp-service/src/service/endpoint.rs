@@ -197,6 +197,15 @@ where
                         Box::pin(inner.handle(Box::pin(req).await)).await
                     }
                     Ok((req, parsed)) => {
+                        if let Some(refused) = crate::rate_limit::refuse(
+                            &shared.aggregator,
+                            req.extensions(),
+                            parsed.as_ref(),
+                        )
+                        .await
+                        {
+                            return Ok(held(refused, in_use));
+                        }
                         if let Some((edge, admitted)) =
                             fast(edge, &req, parsed.map(Arc::new), owned)
                             && let Some(response) = edge.serve(admitted).await
@@ -216,6 +225,15 @@ where
                 let req = listen::prepare(req, &shared.aggregator, &shared.sessions, permit);
                 Box::pin(inner.handle(Box::pin(req).await)).await
             } else {
+                if let Some(refused) = crate::rate_limit::refuse(
+                    &shared.aggregator,
+                    req.extensions(),
+                    stacked.as_deref(),
+                )
+                .await
+                {
+                    return Ok(held(refused, in_use));
+                }
                 if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
                     && let Some(response) = edge.serve(admitted).await
                 {
