@@ -27,6 +27,7 @@ mod outgoing;
 mod pagination;
 mod passthrough;
 mod pipeline;
+mod rate_limit;
 mod session_binding;
 mod session_lifetime;
 mod status_auth;
