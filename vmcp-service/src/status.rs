@@ -120,8 +120,10 @@ impl Status {
         let mut status = Self::of(aggregator);
         if let Some(shown) = view.backends(&aggregator.catalog()) {
             status.backends.retain(|b| shown.contains(b.name.as_str()));
-            // Limits name backends too: only those this viewer sees.
+            // Limits name backends and tools too: only the backends this viewer
+            // sees, and no tool names (a tool may be hidden from this caller).
             if let Some(limits) = &mut status.rate_limiting {
+                limits.limits.tools.clear();
                 limits
                     .limits
                     .backends

@@ -70,10 +70,9 @@ impl Edge {
         backend: &Arc<str>,
         legacy: bool,
     ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ErrorData> {
-        let timeout = self.aggregator.config().call_timeout(backend);
         self.aggregator
             .limiter()
-            .slot(backend, timeout)
+            .slot(backend, || self.aggregator.config().call_timeout(backend))
             .await
             .map_err(|timeout| {
                 client_error(

@@ -73,11 +73,12 @@ impl VmcpHandler {
         // `rateLimiting.backends[].maxConcurrent`: held for the whole call (retry
         // included); a call that gets no slot within the call timeout times out
         // without reaching the backend (and without counting against its health).
-        let timeout = self.aggregator.config().call_timeout(shared.name());
         let _slot = self
             .aggregator
             .limiter()
-            .slot(shared.name(), timeout)
+            .slot(shared.name(), || {
+                self.aggregator.config().call_timeout(shared.name())
+            })
             .await
             .map_err(|timeout| BackendError::Timeout {
                 backend: shared.name().clone(),

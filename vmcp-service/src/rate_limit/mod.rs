@@ -437,11 +437,12 @@ impl RateLimiter {
     }
 
     /// A slot for one call to `backend` under its `maxConcurrent` cap, waited for at
-    /// most `wait`; `Ok(None)` when uncapped, `Err` when none freed up in time.
+    /// most `wait()` (read only for a capped backend); `Ok(None)` when uncapped,
+    /// `Err` (the wait) when none freed up in time.
     pub(crate) async fn slot(
         &self,
         backend: &str,
-        wait: Duration,
+        wait: impl FnOnce() -> Duration,
     ) -> Result<Option<OwnedSemaphorePermit>, Duration> {
         let Some(rules) = self.rules() else {
             return Ok(None);
@@ -451,6 +452,7 @@ impl RateLimiter {
         };
         let slots = gate.slots.clone();
         drop(rules);
+        let wait = wait();
         match tokio::time::timeout(wait, slots.acquire_owned()).await {
             Ok(Ok(permit)) => Ok(Some(permit)),
             // Never closed; a closed one would cap nothing.

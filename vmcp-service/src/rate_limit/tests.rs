@@ -147,27 +147,35 @@ async fn a_store_error_fails_open_or_closed() {
 async fn backend_slots_cap_and_survive_a_reload() {
     let yaml = "backends: [{name: b, url: 'http://h/mcp'}]\nrateLimiting: {backends: [{name: b, maxConcurrent: 1}]}";
     let limiter = limiter(yaml);
-    let first = limiter.slot("b", Duration::from_millis(1)).await.unwrap();
+    let first = limiter
+        .slot("b", || Duration::from_millis(1))
+        .await
+        .unwrap();
     assert!(first.is_some());
     assert_eq!(limiter.in_flight(), [("b".to_owned(), 1, 1)]);
     assert_eq!(
-        limiter.slot("b", Duration::from_millis(5)).await.err(),
+        limiter.slot("b", || Duration::from_millis(5)).await.err(),
         Some(Duration::from_millis(5))
     );
     assert!(
         limiter
-            .slot("other", Duration::from_millis(1))
+            .slot("other", || Duration::from_millis(1))
             .await
             .unwrap()
             .is_none()
     );
     // The same cap after a reload: the call in flight still counts.
     limiter.reconfigure(&serde_yaml_ng::from_str(yaml).unwrap());
-    assert!(limiter.slot("b", Duration::from_millis(5)).await.is_err());
+    assert!(
+        limiter
+            .slot("b", || Duration::from_millis(5))
+            .await
+            .is_err()
+    );
     drop(first);
     assert!(
         limiter
-            .slot("b", Duration::from_millis(5))
+            .slot("b", || Duration::from_millis(5))
             .await
             .unwrap()
             .is_some()
