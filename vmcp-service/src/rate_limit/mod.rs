@@ -484,38 +484,5 @@ impl RateLimiter {
     }
 }
 
-/// The service's admission seam: the refusal of `parsed` (a client's message, with
-/// `extensions` its HTTP request's), or `None` to serve it.
-pub(crate) async fn refuse(
-    aggregator: &crate::aggregator::Aggregator,
-    extensions: &http::Extensions,
-    parsed: Option<&ParsedMcpRequest>,
-) -> Option<
-    http::Response<http_body_util::combinators::BoxBody<bytes::Bytes, std::convert::Infallible>>,
-> {
-    let parsed = parsed?;
-    let limiter = aggregator.limiter();
-    // Without `rateLimiting`, nothing more is read.
-    limiter.rules()?;
-    let caller = || {
-        caller(
-            extensions.get::<Arc<Identity>>().map(|i| &**i),
-            extensions
-                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-                .map(|info| info.0.ip()),
-        )
-    };
-    let refusal = limiter
-        .admit(
-            parsed,
-            &aggregator.catalog(),
-            &aggregator.workflows(),
-            caller,
-            extensions.get::<BackendCalls>(),
-        )
-        .await?;
-    Some(response(parsed, &refusal))
-}
-
 #[cfg(test)]
 mod tests;
