@@ -28,6 +28,7 @@ mod outgoing;
 mod pagination;
 mod passthrough;
 mod pipeline;
+mod rate_limit;
 mod session_binding;
 mod session_lifetime;
 mod session_storage;

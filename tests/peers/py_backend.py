@@ -97,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--forwarding-tools", action="store_true", help="add tools P+'steps', P+'slow', P+'cancelled'")
     p.add_argument("--asking-tools", action="store_true", help="add tools P+'ask', P+'sample', P+'roots'")
     p.add_argument("--rug-pull", action="store_true", help="add tool P+'rugpull' that rewrites P+'echo''s description")
+    p.add_argument("--busy-tools", action="store_true", help="add tools P+'busy' (sleep, counted in flight) and P+'busy_max' (most in flight at once)")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--refuse-bearer", type=int, choices=[401, 403], default=None, help="answer requests with a bearer token with this status")
@@ -189,6 +190,22 @@ def build_server(args: argparse.Namespace) -> MCPServer:
             except Exception:  # noqa: BLE001 - a stateless (2026-07-28) request has no session to notify
                 pass
             return "changed"
+    if args.busy_tools:
+        busy = {"now": 0, "max": 0}
+
+        @mcp.tool(name=prefix + "busy", description="Sleep, counted as in flight while sleeping")
+        async def busy_tool(seconds: float) -> str:
+            busy["now"] += 1
+            busy["max"] = max(busy["max"], busy["now"])
+            try:
+                await anyio.sleep(seconds)
+            finally:
+                busy["now"] -= 1
+            return "done"
+
+        @mcp.tool(name=prefix + "busy_max", description="The most busy calls in flight at once so far")
+        def busy_max() -> int:
+            return busy["max"]
 
     if args.asking_tools:
         import py_asking_tools  # beside this file (sys.path[0])

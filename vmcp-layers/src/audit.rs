@@ -12,9 +12,10 @@
 //!              "status":200,"response_size_bytes":180}}
 //! ```
 //!
-//! `outcome` is `denied` for 401/403, `error` for 5xx and for responses that never
-//! finished, `failure` for other 4xx and for JSON-RPC errors, else `success` (a 202
-//! for an accepted notification, which has no body, included).
+//! `outcome` is `denied` for 401/403, `limited` for a request a rate limit refused
+//! (the service marks its answer with [`RateLimited`]), `error` for 5xx and for
+//! responses that never finished, `failure` for other 4xx and for JSON-RPC errors,
+//! else `success` (a 202 for an accepted notification, which has no body, included).
 //! Request and response payloads are written only when `includeRequestData` /
 //! `includeResponseData` are set, capped at `maxDataSize` bytes, with values under
 //! secret-looking keys (`token`, `password`, `secret`, `authorization`, …) redacted.
@@ -573,6 +574,11 @@ fn audit_id(buf: &mut [u8; 36]) -> &str {
         .encode_lower(buf)
 }
 
+/// A response extension: the service refused the request by a rate limit (audited
+/// with outcome `limited`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimited;
+
 struct Pending {
     auditor: Arc<Auditor>,
     started: Instant,
@@ -582,6 +588,7 @@ struct Pending {
     identity: Option<Arc<Identity>>,
     parsed: Option<Arc<ParsedMcpRequest>>,
     backend: Option<BackendTarget>,
+    limited: bool,
     written: bool,
 }
 
@@ -598,6 +605,7 @@ impl Pending {
         }
         let aborted = summary.as_ref().is_none_or(|s| s.aborted);
         let outcome = match self.status {
+            _ if self.limited => "limited",
             None => "error",
             Some(s) if s == StatusCode::UNAUTHORIZED || s == StatusCode::FORBIDDEN => "denied",
             Some(s) if s.is_server_error() => "error",
@@ -718,6 +726,7 @@ where
             identity: None,
             parsed: None,
             backend: None,
+            limited: false,
             written: false,
         };
         let capture = if self.auditor.config.include_response_data {
@@ -735,6 +744,7 @@ where
                 .get::<Arc<ParsedMcpRequest>>()
                 .cloned();
             pending.backend = response.extensions().get::<BackendTarget>().cloned();
+            pending.limited = response.extensions().get::<RateLimited>().is_some();
             Ok(response.map(|body| {
                 Body::new(ObservedBody::new(body, capture, move |summary| {
                     pending.finish(Some(summary))

@@ -93,6 +93,8 @@ pub struct Aggregator {
     ready: tokio::sync::watch::Sender<bool>,
     /// Pins of backend definitions (`integrity:`), checked on every build.
     integrity: crate::integrity::Integrity,
+    /// `rateLimiting`: its buckets outlive reloads.
+    limiter: crate::rate_limit::RateLimiter,
 }
 
 impl std::fmt::Debug for Aggregator {
@@ -105,6 +107,7 @@ impl Aggregator {
     /// An aggregator with an empty catalog; call [`Aggregator::refresh_all`] to fill it.
     pub(crate) fn new(config: Arc<VmcpConfig>, registry: Arc<BackendRegistry>) -> Self {
         Self {
+            limiter: crate::rate_limit::RateLimiter::new(&config),
             workflows: RwLock::new(Arc::new(Workflows::from_config(&config))),
             config: RwLock::new(config),
             registry,
@@ -141,6 +144,7 @@ impl Aggregator {
     pub(crate) async fn set_config(&self, config: Arc<VmcpConfig>) -> BuildReport {
         *self.workflows.write().unwrap_or_else(|e| e.into_inner()) =
             Arc::new(Workflows::from_config(&config));
+        self.limiter.reconfigure(&config);
         *self.config.write().unwrap_or_else(|e| e.into_inner()) = config;
         self.rebuild().await
     }
@@ -151,6 +155,11 @@ impl Aggregator {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The rate limiter (`rateLimiting`).
+    pub(crate) fn limiter(&self) -> &crate::rate_limit::RateLimiter {
+        &self.limiter
     }
 
     /// The backend registry.

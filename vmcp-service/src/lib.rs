@@ -52,6 +52,7 @@ mod pagination;
 mod params;
 mod propagation;
 pub mod redis_store;
+mod rate_limit;
 mod reload;
 mod rewake;
 mod router;

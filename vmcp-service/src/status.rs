@@ -92,6 +92,30 @@ pub struct Status {
     /// their pins, or have none, with the diff.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub integrity: Option<crate::integrity::IntegrityStatus>,
+    /// The configured rate limits (`rateLimiting`), when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limiting: Option<RateLimitingStatus>,
+}
+
+/// `/status`' `rate_limiting`: the limits in force, and the calls in flight to each
+/// backend with a `maxConcurrent` cap.
+#[derive(Debug, Clone, Serialize)]
+pub struct RateLimitingStatus {
+    /// `rateLimiting` as configured.
+    pub limits: crate::config::RateLimitingConfig,
+    /// Per capped backend: calls in flight and the cap.
+    pub in_flight: Vec<BackendInFlight>,
+}
+
+/// Calls in flight to one capped backend.
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendInFlight {
+    /// The backend.
+    pub backend: String,
+    /// Calls holding a slot now.
+    pub in_flight: usize,
+    /// `maxConcurrent`.
+    pub max_concurrent: usize,
 }
 
 impl Status {
@@ -101,6 +125,18 @@ impl Status {
         let mut status = Self::of(aggregator);
         if let Some(shown) = view.backends(&aggregator.catalog()) {
             status.backends.retain(|b| shown.contains(b.name.as_str()));
+            // Limits name backends and tools too: only the backends this viewer
+            // sees, and no tool names (a tool may be hidden from this caller).
+            if let Some(limits) = &mut status.rate_limiting {
+                limits.limits.tools.clear();
+                limits
+                    .limits
+                    .backends
+                    .retain(|b| shown.contains(b.name.as_str()));
+                limits
+                    .in_flight
+                    .retain(|b| shown.contains(b.backend.as_str()));
+            }
             status.healthy = status.backends.iter().any(|b| b.health.advertisable());
             // Findings name definitions nobody may list (hidden ones) and other
             // callers' tools: for operators only.
@@ -160,6 +196,22 @@ impl Status {
             unresolved: aggregator.unresolved(),
             missing_step_tools: aggregator.missing_step_tools(),
             integrity: aggregator.integrity().status(),
+            rate_limiting: aggregator
+                .limiter()
+                .config()
+                .map(|limits| RateLimitingStatus {
+                    limits,
+                    in_flight: aggregator
+                        .limiter()
+                        .in_flight()
+                        .into_iter()
+                        .map(|(backend, in_flight, max_concurrent)| BackendInFlight {
+                            backend,
+                            in_flight,
+                            max_concurrent,
+                        })
+                        .collect(),
+                }),
         }
     }
 }

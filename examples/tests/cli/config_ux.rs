@@ -401,3 +401,24 @@ compositeTools:
         );
     }
 }
+
+/// `rateLimiting` errors name their field paths, all of them in one run.
+#[tokio::test]
+async fn validate_names_rate_limit_fields() {
+    let (ok, _, stderr) = validate(
+        "rate-limits",
+        "backends: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\nrateLimiting:\n  tools: [{name: a_echo, perUser: {maxTokens: 0, refillPeriod: 1m}}]\n  backends: [{name: b, maxConcurrent: 2}]\n  verbs: {lists: {}}\n",
+    )
+    .await;
+    assert!(!ok, "{stderr}");
+    for expected in [
+        "rateLimiting.tools[0].perUser.maxTokens must be greater than 0",
+        r#"rateLimiting.backends[0].name "b" is not a configured backend"#,
+        "rateLimiting.verbs.lists needs shared or perUser",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+}

@@ -425,6 +425,11 @@ pub trait BackendObserver: Send + Sync {
     /// A run of composite tool `composite` ended (per-composite executions, errors,
     /// duration); `error` when it failed, was refused or was cancelled.
     fn workflow(&self, composite: &str, elapsed: std::time::Duration, error: bool);
+    /// A rate-limit decision: `tool` (a bounded label), the `bucket` kind, and
+    /// `decision` (`allowed`, `limited`, `error`).
+    fn rate_limit(&self, tool: &str, bucket: &str, decision: &str) {
+        let _ = (tool, bucket, decision);
+    }
 }
 
 /// One observed composite step.

@@ -59,6 +59,7 @@ struct Otel {
     workflow_duration: OtelHistogram<f64>,
     workflow_errors: OtelCounter<u64>,
     integrity_changes: OtelCounter<u64>,
+    rate_limit: OtelCounter<u64>,
 }
 
 struct Prom {
@@ -73,6 +74,7 @@ struct Prom {
     workflow_duration: HistogramFamily,
     workflow_errors: Family<Labels, Counter>,
     integrity_changes: Family<Labels, Counter>,
+    rate_limit: Family<Labels, Counter>,
 }
 
 /// The gateway's metrics: per method, and per backend and method.
@@ -137,6 +139,10 @@ impl Metrics {
                 .u64_counter("vmcp.integrity.changes")
                 .with_description("Backend definitions seen changed from their pin")
                 .build(),
+            rate_limit: m
+                .u64_counter("vmcp.rate_limit.decisions")
+                .with_description("Rate-limit decisions per tool, bucket and decision")
+                .build(),
         });
         let prom = prometheus.then(|| {
             let mut registry = Registry::default();
@@ -155,6 +161,7 @@ impl Metrics {
                 ),
                 workflow_errors: Family::default(),
                 integrity_changes: Family::default(),
+                rate_limit: Family::default(),
                 registry: Mutex::new(Registry::default()),
             };
             registry.register(
@@ -206,6 +213,11 @@ impl Metrics {
                 "vmcp_integrity_changes",
                 "Backend definitions seen changed from their pin",
                 prom.integrity_changes.clone(),
+            );
+            registry.register(
+                "vmcp_rate_limit_decisions",
+                "Rate-limit decisions per tool, bucket and decision",
+                prom.rate_limit.clone(),
             );
             *prom.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
             prom
@@ -308,6 +320,29 @@ impl Metrics {
         if let Some(prom) = &self.prom {
             let labels: Labels = vec![("backend", backend.to_owned()), ("entry", entry.to_owned())];
             prom.integrity_changes.get_or_create(&labels).inc();
+        }
+    }
+
+    /// One rate-limit decision. The caller bounds `tool` (configured names, `*`,
+    /// or a method label); `bucket` and `decision` are fixed words.
+    pub fn rate_limit(&self, tool: &str, bucket: &str, decision: &str) {
+        if let Some(otel) = &self.otel {
+            otel.rate_limit.add(
+                1,
+                &[
+                    KeyValue::new("tool", tool.to_owned()),
+                    KeyValue::new("bucket", bucket.to_owned()),
+                    KeyValue::new("decision", decision.to_owned()),
+                ],
+            );
+        }
+        if let Some(prom) = &self.prom {
+            let labels: Labels = vec![
+                ("tool", tool.to_owned()),
+                ("bucket", bucket.to_owned()),
+                ("decision", decision.to_owned()),
+            ];
+            prom.rate_limit.get_or_create(&labels).inc();
         }
     }
 

@@ -439,6 +439,10 @@ impl BackendObserver for RequestObserver {
     fn workflow(&self, composite: &str, elapsed: std::time::Duration, error: bool) {
         self.shared.metrics.workflow(composite, elapsed, error);
     }
+
+    fn rate_limit(&self, tool: &str, bucket: &str, decision: &str) {
+        self.shared.metrics.rate_limit(tool, bucket, decision);
+    }
 }
 
 struct StepSpan {

@@ -17,6 +17,7 @@ mod listen;
 mod optimizer;
 mod outgoing;
 mod parked;
+mod rate_limit;
 pub mod schema;
 mod session_storage;
 mod sessions;
@@ -54,6 +55,10 @@ pub use outgoing::{
 pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use session_storage::{
     DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
+};
+pub use rate_limit::{
+    AnonymousKey, BackendLimitConfig, BucketConfig, FailMode, RateLimitingConfig, SharedAndPerUser,
+    ToolLimitConfig, VerbLimitsConfig,
 };
 pub use sessions::{
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_ADDRESS, DEFAULT_MAX_SESSIONS_PER_IDENTITY,
@@ -129,6 +134,9 @@ pub struct VmcpConfig {
     /// (docs/optimizer.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimizer: Option<OptimizerConfig>,
+    /// Token buckets per caller, tool, verb and backend (docs/rate-limiting.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limiting: Option<RateLimitingConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

@@ -233,6 +233,10 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(optimizer) = &config.optimizer {
         optimizer.validate(&mut errors);
     }
+    if let Some(limits) = &config.rate_limiting {
+        let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
+        limits.validate(&backends, &mut errors);
+    }
     let oidc = config.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
     if config.status.require_auth == Some(true) && !oidc {
         errors.push(

@@ -64,6 +64,27 @@ impl Edge {
         })
     }
 
+    /// A slot under `backend`'s `maxConcurrent` cap, as the handler takes one.
+    async fn slot(
+        &self,
+        backend: &Arc<str>,
+        legacy: bool,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ErrorData> {
+        self.aggregator
+            .limiter()
+            .slot(backend, || self.aggregator.config().call_timeout(backend))
+            .await
+            .map_err(|timeout| {
+                client_error(
+                    BackendError::Timeout {
+                        backend: backend.clone(),
+                        timeout,
+                    },
+                    legacy,
+                )
+            })
+    }
+
     pub(super) async fn call_tool(
         &self,
         parsed: &ParsedMcpRequest,
@@ -81,6 +102,7 @@ impl Edge {
             mut params,
         } = router::route_tool(&self.aggregator.catalog(), params)?;
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
@@ -132,6 +154,7 @@ impl Edge {
             mut params,
         } = router::route_prompt(catalog, params)?;
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(
             calls,
@@ -169,6 +192,7 @@ impl Edge {
             mut params,
         } = router::route_resource(catalog, ReadResourceRequestParams::new(uri.clone()))?;
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         let call = Observed::start(
             calls,
             &backend,
@@ -216,6 +240,7 @@ impl Edge {
             )));
         };
         let client = self.client(&backend)?;
+        let _slot = self.slot(&backend, legacy).await?;
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         let mut result = client
             .complete(params, budget)

@@ -70,6 +70,20 @@ impl VmcpHandler {
         F: Fn(Arc<BackendClient>) -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
+        // `rateLimiting.backends[].maxConcurrent`: held for the whole call (retry
+        // included); a call that gets no slot within the call timeout times out
+        // without reaching the backend (and without counting against its health).
+        let _slot = self
+            .aggregator
+            .limiter()
+            .slot(shared.name(), || {
+                self.aggregator.config().call_timeout(shared.name())
+            })
+            .await
+            .map_err(|timeout| BackendError::Timeout {
+                backend: shared.name().clone(),
+                timeout,
+            })?;
         let registry = self.aggregator.registry();
         let pool = registry
             .pool(shared.name())

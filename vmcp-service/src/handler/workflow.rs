@@ -48,6 +48,8 @@ struct Steps {
     identity: Option<Arc<Identity>>,
     /// The caller, for the health model's count of timeouts.
     caller: crate::backend::CallerKey,
+    /// The caller as rate limits key it (each step is metered).
+    metered_as: crate::session_binding::Caller,
     modern: bool,
     /// Whether the caller declared (form) elicitation.
     can_elicit: bool,
@@ -88,8 +90,18 @@ impl StepCaller for Steps {
         let modern = self.modern;
         let caller = self.caller;
         let ctx = self.ctx.clone();
+        let metered_as = self.metered_as.clone();
         Box::pin(async move {
             let backend = entry.route.backend.clone();
+            // Metered as a direct call of the step's tool (docs/rate-limiting.md).
+            if let Some(refusal) = handler
+                .aggregator
+                .limiter()
+                .admit_step(&entry.tool.name, &backend, &metered_as, calls.as_ref())
+                .await
+            {
+                return Err(refusal.step_error());
+            }
             let client = handler
                 .backend(&backend)
                 .map_err(|e| e.message.to_string())?;
@@ -183,6 +195,11 @@ impl VmcpHandler {
             audit: extension::<WorkflowAudit>(ctx).cloned(),
             identity: extension::<Arc<Identity>>(ctx).cloned(),
             caller: super::caller_key::caller_key(ctx),
+            metered_as: crate::rate_limit::caller(
+                extension::<Arc<Identity>>(ctx).map(|i| &**i),
+                extension::<axum::extract::ConnectInfo<std::net::SocketAddr>>(ctx)
+                    .map(|info| info.0.ip()),
+            ),
             modern: is_modern(ctx),
             can_elicit: declares_elicitation(ctx),
             ctx: ctx.clone(),

@@ -203,6 +203,12 @@ where
                             parsed,
                         )
                         .await;
+                        if let Some(refused) =
+                            rate_limited(&shared.aggregator, req.extensions(), parsed.as_ref())
+                                .await
+                        {
+                            return Ok(held(refused, in_use));
+                        }
                         if let Some((edge, admitted)) =
                             fast(edge, &req, parsed.map(Arc::new), owned)
                             && let Some(response) = edge.serve(admitted).await
@@ -222,6 +228,11 @@ where
                 let req = listen::prepare(req, &shared.aggregator, &shared.sessions, permit);
                 Box::pin(inner.handle(Box::pin(req).await)).await
             } else {
+                if let Some(refused) =
+                    rate_limited(&shared.aggregator, req.extensions(), stacked.as_deref()).await
+                {
+                    return Ok(held(refused, in_use));
+                }
                 if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
                     && let Some(response) = edge.serve(admitted).await
                 {
@@ -297,6 +308,37 @@ fn fast<'e, B: http_body::Body>(
         edge.session_message(session, &parsed);
     }
     admitted.map(|admitted| (edge, admitted))
+}
+
+/// The service's rate-limit admission seam ([`crate::rate_limit`]): the refusal of `parsed` (a client's message, with
+/// `extensions` its HTTP request's), or `None` to serve it.
+async fn rate_limited(
+    aggregator: &crate::aggregator::Aggregator,
+    extensions: &http::Extensions,
+    parsed: Option<&vmcp_layers::ParsedMcpRequest>,
+) -> Option<http::Response<VmcpBody>> {
+    let parsed = parsed?;
+    let limiter = aggregator.limiter();
+    // Without `rateLimiting`, nothing more is read.
+    limiter.rules()?;
+    let caller = || {
+        crate::rate_limit::caller(
+            extensions.get::<Arc<vmcp_layers::Identity>>().map(|i| &**i),
+            extensions
+                .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+                .map(|info| info.0.ip()),
+        )
+    };
+    let refusal = limiter
+        .admit(
+            parsed,
+            &aggregator.catalog(),
+            &aggregator.workflows(),
+            caller,
+            extensions.get::<vmcp_layers::context::BackendCalls>(),
+        )
+        .await?;
+    Some(crate::rate_limit::response(parsed, &refusal))
 }
 
 /// `response`, keeping its session in use until its body ends.
