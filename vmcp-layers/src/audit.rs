@@ -12,8 +12,10 @@
 //! ```
 //!
 //! `outcome` is `denied` for 401/403, `error` for 5xx and for responses that never
-//! finished, `failure` for other 4xx and for JSON-RPC errors, else `success` (a 202
-//! for an accepted notification, which has no body, included).
+//! finished on the server's side, `cancelled` for a request its caller cancelled (a
+//! Legacy `notifications/cancelled` the service acted on, or a client that went away
+//! before the answer ended), `failure` for other 4xx and for JSON-RPC errors, else
+//! `success` (a 202 for an accepted notification, which has no body, included).
 //! Request and response payloads are written only when `includeRequestData` /
 //! `includeResponseData` are set, capped at `maxDataSize` bytes, with values under
 //! secret-looking keys (`token`, `password`, `secret`, `authorization`, …) redacted.

@@ -161,3 +161,131 @@ impl Drop for Pending {
         self.finish(None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::Mutex;
+
+    use axum::body::Body;
+    use http::{Request, Response};
+    use serde_json::Value;
+    use tower::{Layer, Service, ServiceExt};
+
+    use crate::audit::{AuditLayer, AuditSettings, AuditSink};
+    use crate::context::AuditNote;
+    use crate::parse::McpParseLayer;
+
+    #[derive(Default)]
+    struct Lines(Mutex<Vec<Value>>);
+
+    impl AuditSink for Lines {
+        fn write(&self, line: &[u8]) {
+            let line = serde_json::from_slice(line).expect("a JSON line");
+            self.0.lock().unwrap().push(line);
+        }
+    }
+
+    fn post(body: &str) -> Request<Body> {
+        Request::post("/mcp")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Body::from(body.to_owned()))
+            .unwrap()
+    }
+
+    const CALL: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow"}}"#;
+
+    /// Audit around the parse layer around `inner`; the lines written.
+    fn audited<S>(
+        inner: S,
+    ) -> (
+        impl Service<Request<Body>, Response = Response<Body>, Error = Infallible> + Clone,
+        std::sync::Arc<Lines>,
+    )
+    where
+        S: Service<
+                Request<http_body_util::Full<bytes::Bytes>>,
+                Response = Response<Body>,
+                Error = Infallible,
+            > + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let lines = std::sync::Arc::new(Lines::default());
+        let layer = AuditLayer::new(AuditSettings::default(), lines.clone());
+        (layer.layer(McpParseLayer::new().layer(inner)), lines)
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_before_its_answer_is_cancelled_and_still_named() {
+        let (reached, mut entered) = tokio::sync::mpsc::channel::<()>(1);
+        let (service, lines) = audited(tower::service_fn(move |_req| {
+            let reached = reached.clone();
+            async move {
+                let _ = reached.send(()).await;
+                std::future::pending::<Result<Response<Body>, Infallible>>().await
+            }
+        }));
+        let mut call = Box::pin(service.oneshot(post(CALL)));
+        tokio::select! {
+            _ = &mut call => panic!("the call never answers"),
+            reached = entered.recv() => reached.expect("the call reached the service"),
+        }
+        // What hyper does when the client goes away before the answer.
+        drop(call);
+        let lines = lines.0.lock().unwrap();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["outcome"], "cancelled", "{}", lines[0]);
+        assert_eq!(lines[0]["target"]["method"], "tools/call");
+        assert_eq!(lines[0]["target"]["name"], "slow");
+    }
+
+    #[tokio::test]
+    async fn a_call_the_service_cancelled_is_cancelled_whatever_it_answered() {
+        let (service, lines) = audited(tower::service_fn(|req: Request<_>| async move {
+            req.extensions()
+                .get::<AuditNote>()
+                .expect("the audit layer's note")
+                .cancel();
+            Ok::<_, Infallible>(Response::new(Body::from(
+                r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"cancelled"}}"#,
+            )))
+        }));
+        let response = service.oneshot(post(CALL)).await.unwrap();
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap();
+        assert_eq!(lines.0.lock().unwrap()[0]["outcome"], "cancelled");
+    }
+
+    #[tokio::test]
+    async fn an_answered_call_and_a_dropped_notification_are_not_cancelled() {
+        let (service, lines) = audited(tower::service_fn(|_req| async {
+            Ok::<_, Infallible>(Response::new(Body::from(
+                r#"{"jsonrpc":"2.0","id":7,"result":{}}"#,
+            )))
+        }));
+        let response = service.clone().oneshot(post(CALL)).await.unwrap();
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .unwrap();
+        // Dropped before its end: a notification has no answer to abandon.
+        let response = service
+            .oneshot(post(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            ))
+            .await
+            .unwrap();
+        drop(response);
+        let lines = lines.0.lock().unwrap();
+        let outcomes: Vec<&str> = lines
+            .iter()
+            .map(|l| l["outcome"].as_str().unwrap())
+            .collect();
+        // The notification's dropped empty body stays `error` (the exchange never
+        // finished), as before cancellations were told apart.
+        assert_eq!(outcomes, ["success", "error"], "{lines:?}");
+    }
+}
