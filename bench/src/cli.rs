@@ -53,7 +53,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
     let mut args = Args {
         warmup: Duration::from_millis(300),
         window: Duration::from_secs(1),
-        rounds: 3,
+        rounds: crate::report::MIN_ROUNDS,
         sessions: 10_000,
         aggregation_backends: 50,
         aggregation_tools: 100,

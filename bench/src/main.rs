@@ -1,7 +1,7 @@
 //! `vmcp-bench`: the gateway against a direct connection, in one run on one machine.
 //!
 //! ```sh
-//! cargo run --release -p vmcp-bench            # about two minutes; --quick for a smoke run
+//! cargo run --release -p vmcp-bench            # about three minutes; --quick for a smoke run
 //! ```
 //!
 //! One process, three runtimes with named threads so CPU time can be attributed:
@@ -220,6 +220,6 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
 
     let gateway_rss = gateway_rss::section(&args, &bk).await?;
     aggregation::run(&args, &bk, &gw).await?;
-    report::targets(misses, gateway_session, gateway_rss);
+    report::targets(misses, gateway_session, gateway_rss, args.rounds);
     Ok(())
 }

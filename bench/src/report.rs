@@ -6,7 +6,38 @@ use crate::cli::Args;
 use crate::client::{Op, Revision};
 use crate::stack::Stack;
 use crate::sys;
-use crate::throughput::Row;
+use crate::throughput::{Row, median, range};
+
+/// The fewest rounds whose medians judge the targets.
+pub const MIN_ROUNDS: usize = 5;
+
+/// Over the rounds that ran side by side (round `i` of `x` and of `a`): the median
+/// of `f(x_i, a_i)` and its range. Targets are judged on the median.
+fn paired(x: &Row, a: &Row, f: impl Fn(usize) -> f64) -> Paired {
+    let rounds = x.rps_rounds.len().min(a.rps_rounds.len());
+    let values: Vec<f64> = (0..rounds).map(f).collect();
+    let (min, max) = range(&values);
+    Paired {
+        median: median(&values),
+        min,
+        max,
+    }
+}
+
+struct Paired {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Paired {
+    fn show(&self, digits: usize) -> String {
+        format!(
+            "{:.digits$} ({:.digits$}–{:.digits$})",
+            self.median, self.min, self.max
+        )
+    }
+}
 
 /// The title, the machine and the measurement settings.
 pub fn preamble(args: &Args) {
@@ -17,6 +48,11 @@ pub fn preamble(args: &Args) {
         "runtimes: backend 2 workers, gateway 2 workers, client 1 thread; per row {} round(s) of {:?} warm-up + {:?} measured, variants alternating",
         args.rounds, args.warmup, args.window
     );
+    if args.rounds < MIN_ROUNDS {
+        println!(
+            "fewer than {MIN_ROUNDS} rounds: a smoke run; targets are judged on medians of at least {MIN_ROUNDS} rounds"
+        );
+    }
     println!();
 }
 
@@ -29,23 +65,27 @@ pub fn throughput_header() {
     );
     println!();
     println!(
-        "| variant | revision | op | clients | req/s (min–max) | p50 µs | p90 µs | p99 µs | CPU client | CPU gateway | CPU backend | peak RSS MiB |"
+        "| variant | revision | op | clients | req/s median (min–max) | p50 µs median (min–max) | p90 µs | p99 µs | CPU client | CPU gateway | CPU backend | peak RSS MiB |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
 }
 
 /// One line of the throughput table.
 pub fn print_row(row: &Row) {
+    let (rps_min, rps_max) = range(&row.rps_rounds);
+    let (p50_min, p50_max) = range(&row.p50_rounds);
     println!(
-        "| {} | {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} |",
+        "| {} | {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.0} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} |",
         row.variant,
         row.revision.label(),
         row.op.label(),
         row.clients,
         row.rps,
-        row.rps_min,
-        row.rps_max,
+        rps_min,
+        rps_max,
         row.p50,
+        p50_min,
+        p50_max,
         row.p90,
         row.p99,
         row.cpu_us[0],
@@ -74,9 +114,14 @@ pub fn layered(stack: &Stack) {
     println!();
 }
 
-/// The ratio table of (b) and (c) against (a); returns the targets (b) misses.
+/// The ratio table of (b) and (c) against (a); returns the targets (b) and (c)
+/// miss. Each figure is the median over the rounds that ran side by side (round `i`
+/// of the variant against round `i` of (a)), with its range; targets are judged on
+/// the medians.
 pub fn ratios(rows: &[Row], layered_reason: Option<&str>) -> Vec<String> {
     println!("## Ratios against the direct connection (a)");
+    println!();
+    println!("Median over paired rounds (min–max).");
     println!();
     println!(
         "| revision | op | clients | (b)/(a) req/s | (b) added p50 µs | (b) added p99 µs | (c)/(a) req/s | (c) added p50 µs | (c) added p99 µs |"
@@ -93,12 +138,17 @@ pub fn ratios(rows: &[Row], layered_reason: Option<&str>) -> Vec<String> {
                 let Some(a) = find('a', revision, op, clients) else {
                     continue;
                 };
+                let compare = |x: &Row| {
+                    (
+                        paired(x, a, |i| x.rps_rounds[i] / a.rps_rounds[i]),
+                        paired(x, a, |i| x.p50_rounds[i] - a.p50_rounds[i]),
+                    )
+                };
                 let rel = |v: char| match find(v, revision, op, clients) {
-                    Some(x) => (
-                        format!("{:.2}", x.rps / a.rps),
-                        format!("{:.0}", x.p50 - a.p50),
-                        format!("{:.0}", x.p99 - a.p99),
-                    ),
+                    Some(x) => {
+                        let (rps, p50) = compare(x);
+                        (rps.show(2), p50.show(0), format!("{:.0}", x.p99 - a.p99))
+                    }
                     None => ("n/a".into(), "n/a".into(), "n/a".into()),
                 };
                 let (b, c) = (rel('b'), rel('c'));
@@ -117,30 +167,33 @@ pub fn ratios(rows: &[Row], layered_reason: Option<&str>) -> Vec<String> {
                 if let Some(x) = find('c', revision, op, clients)
                     && op == Op::Call
                     && clients == 8
-                    && x.rps / a.rps < 0.4
                 {
-                    misses.push(format!(
-                        "{label}: (c)/(a) throughput {:.2} < 0.4",
-                        x.rps / a.rps
-                    ));
+                    let (rps, _) = compare(x);
+                    if rps.median < 0.4 {
+                        misses.push(format!(
+                            "{label}: (c)/(a) median throughput {:.2} < 0.4",
+                            rps.median
+                        ));
+                    }
                 }
                 if let Some(x) = find('b', revision, op, clients) {
-                    if op == Op::List && x.rps / a.rps < 1.0 {
+                    let (rps, p50) = compare(x);
+                    if op == Op::List && rps.median < 1.0 {
                         misses.push(format!(
-                            "{label}: (b)/(a) throughput {:.2} < 1.0",
-                            x.rps / a.rps
+                            "{label}: (b)/(a) median throughput {:.2} < 1.0",
+                            rps.median
                         ));
                     }
-                    if op == Op::Call && clients == 8 && x.rps / a.rps < 0.5 {
+                    if op == Op::Call && clients == 8 && rps.median < 0.5 {
                         misses.push(format!(
-                            "{label}: (b)/(a) throughput {:.2} < 0.5",
-                            x.rps / a.rps
+                            "{label}: (b)/(a) median throughput {:.2} < 0.5",
+                            rps.median
                         ));
                     }
-                    if clients == 1 && x.p50 - a.p50 >= 150.0 {
+                    if clients == 1 && p50.median >= 150.0 {
                         misses.push(format!(
-                            "{label}: added p50 {:.0} µs >= 150 µs",
-                            x.p50 - a.p50
+                            "{label}: median added p50 {:.0} µs >= 150 µs",
+                            p50.median
                         ));
                     }
                 }
@@ -172,9 +225,15 @@ pub fn client_share(rows: &[Row]) {
 }
 
 /// The targets section: every target met, or each one missed.
-pub fn targets(mut misses: Vec<String>, gateway_session: f64, gateway_rss_mib: f64) {
+pub fn targets(mut misses: Vec<String>, gateway_session: f64, gateway_rss_mib: f64, rounds: usize) {
     println!("## Targets");
     println!();
+    if rounds < MIN_ROUNDS {
+        println!(
+            "(a smoke run of {rounds} round(s): the throughput targets below stand on fewer than {MIN_ROUNDS} rounds and are not a verdict)"
+        );
+        println!();
+    }
     if gateway_session >= 64.0 {
         misses.push(format!(
             "idle Legacy session {gateway_session:.1} KiB >= 64 KiB"

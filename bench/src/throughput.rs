@@ -36,6 +36,27 @@ fn percentile(sorted: &[u64], q: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)] as f64 / 1_000.0
 }
 
+/// The median of `values` (the mean of the middle two for an even count); NaN when
+/// empty.
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// The lowest and highest of `values`.
+pub fn range(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        })
+}
+
 /// One line of the throughput table.
 #[derive(Clone)]
 pub struct Row {
@@ -43,12 +64,17 @@ pub struct Row {
     pub revision: Revision,
     pub op: Op,
     pub clients: usize,
-    /// Median over rounds, and the lowest and highest round.
+    /// Requests/s of each round, in round order (rounds alternate between the
+    /// variants of a row, so round `i` of two variants ran side by side).
+    pub rps_rounds: Vec<f64>,
+    /// The median of `rps_rounds`.
     pub rps: f64,
-    pub rps_min: f64,
-    pub rps_max: f64,
-    /// Latency percentiles over all measured requests, µs.
+    /// p50 latency of each round, µs, in round order.
+    pub p50_rounds: Vec<f64>,
+    /// The median of `p50_rounds`, µs.
     pub p50: f64,
+    /// Tail latency percentiles over all measured requests of all rounds, µs (a
+    /// tail needs every sample).
     pub p90: f64,
     pub p99: f64,
     /// CPU time per request of the client, gateway and backend threads, µs.
@@ -61,6 +87,7 @@ pub struct Row {
 struct Samples {
     latencies: Vec<u64>,
     rps: Vec<f64>,
+    p50s: Vec<f64>,
     cpu_ns: [u64; 3],
     requests: f64,
     peak_rss_kib: u64,
@@ -84,6 +111,9 @@ impl Samples {
         let after = cpu_split();
         let n = result.latencies.len() as f64;
         self.rps.push(n / result.window.as_secs_f64());
+        let mut round = result.latencies.clone();
+        round.sort_unstable();
+        self.p50s.push(percentile(&round, 0.50));
         // CPU is spent over the whole round (warm-up included), so count its requests too.
         self.requests += n * elapsed.as_secs_f64() / result.window.as_secs_f64();
         for i in 0..3 {
@@ -96,17 +126,16 @@ impl Samples {
 
     fn row(mut self, variant: char, revision: Revision, op: Op, clients: usize) -> Row {
         self.latencies.sort_unstable();
-        self.rps.sort_by(f64::total_cmp);
         let requests = self.requests.max(1.0);
         Row {
             variant,
             revision,
             op,
             clients,
-            rps: self.rps[self.rps.len() / 2],
-            rps_min: self.rps[0],
-            rps_max: self.rps[self.rps.len() - 1],
-            p50: percentile(&self.latencies, 0.50),
+            rps: median(&self.rps),
+            rps_rounds: self.rps,
+            p50: median(&self.p50s),
+            p50_rounds: self.p50s,
             p90: percentile(&self.latencies, 0.90),
             p99: percentile(&self.latencies, 0.99),
             cpu_us: self.cpu_ns.map(|ns| ns as f64 / 1_000.0 / requests),
@@ -139,7 +168,8 @@ pub async fn measure(variants: &[(char, Target)], args: &Args) -> anyhow::Result
                     })
                     .collect();
                 // Variants take turns, round by round, so that slow phases of a shared
-                // machine hit all of them alike; each row reports the median round.
+                // machine hit all of them alike; each row reports the median round,
+                // and ratios pair the rounds that ran side by side.
                 let mut samples: Vec<Samples> =
                     selected.iter().map(|_| Samples::default()).collect();
                 for _ in 0..args.rounds {
@@ -164,4 +194,17 @@ pub async fn measure(variants: &[(char, Target)], args: &Args) -> anyhow::Result
         }
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{median, range};
+
+    #[test]
+    fn one_outlying_round_moves_neither_the_median_nor_another_round() {
+        assert_eq!(median(&[5.0, 1.0, 4.0, 100.0, 3.0]), 4.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&[]).is_nan());
+        assert_eq!(range(&[5.0, 1.0, 4.0, 100.0, 3.0]), (1.0, 100.0));
+    }
 }

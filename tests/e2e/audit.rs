@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 use vmcp_examples::demo::{DemoSpec, spawn};
-use vmcp_tests::config;
 use vmcp_tests::idp::{Idp, SigningKey};
 use vmcp_tests::stacked::{modern_as, stacked_gateway};
+use vmcp_tests::{config, py_backend};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_line_per_outcome_without_secrets() {
@@ -128,5 +128,85 @@ audit:
     let ids: std::collections::BTreeSet<_> =
         lines.iter().map(|l| l["audit_id"].to_string()).collect();
     assert_eq!(ids.len(), 4, "audit ids are unique");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A call its caller cancels is audited as `cancelled`: a Legacy caller's
+/// `notifications/cancelled`, and a Modern caller closing its request. Each with and
+/// without a progress token (the edge's fast path and the handler's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_is_audited_as_cancelled_on_both_revisions() {
+    let py = py_backend("py", &["--forwarding-tools"]).await;
+    let dir = std::env::temp_dir().join(format!("vmcp-audit-cancel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("audit.log");
+    let _ = std::fs::remove_file(&log);
+    let yaml = format!(
+        "backends: [{{name: py, url: '{}'}}]\naudit: {{logFile: '{}', eventTypes: [mcp_tool_call], includeRequestData: true}}\n",
+        py.url,
+        log.display()
+    );
+    let gw = stacked_gateway(config(&yaml)).await;
+    let slow = |tag: &str, progress: bool| {
+        json!({"tool": "py_slow", "arguments": {"tag": tag, "seconds": 60},
+               "abandon_after": 1.0, "progress": progress})
+    };
+    let report = vmcp_tests::run_py_plan(
+        "py_forwarding.py",
+        &gw.url(),
+        &json!({"clients": [
+            {"mode": "legacy", "calls": [slow("legacy-plain", false), slow("legacy-progress", true)]},
+            {"mode": "2026-07-28", "calls": [slow("modern-plain", false), slow("modern-progress", true)]}
+        ]}),
+    )
+    .await;
+    for client in report["clients"].as_array().unwrap() {
+        for call in client["calls"].as_array().unwrap() {
+            assert_eq!(call["abandoned"], true, "{report}");
+        }
+    }
+    // A cancelled call's line is written when the gateway stops it, which follows
+    // the client's cancellation asynchronously: wait (bounded) for all four.
+    let mut lines: Vec<Value> = Vec::new();
+    for _ in 0..200 {
+        lines = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|l: &Value| l["target"]["name"] == "py_slow")
+            .collect();
+        if lines.len() >= 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    let mut seen: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            (
+                l["metadata"]["protocol_version"]
+                    .as_str()
+                    .unwrap_or("?")
+                    .to_owned(),
+                l["outcome"].as_str().unwrap_or("?").to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected = |revision: &str| (revision.to_owned(), "cancelled".to_owned());
+    assert_eq!(
+        seen,
+        [
+            expected("2025-11-25"),
+            expected("2025-11-25"),
+            expected("2026-07-28"),
+            expected("2026-07-28")
+        ],
+        "{lines:#?}"
+    );
+    for line in &lines {
+        assert_eq!(line["target"]["backend"], "py", "{line}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,6 +12,7 @@ use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend, py_cli
 mod elicitation;
 mod guarded;
 mod observed;
+mod startup;
 
 /// `tools/call` of `name` on both revisions (Modern stateless, then a Legacy session).
 async fn call_both(url: &str, name: &str, arguments: Value) -> [Value; 2] {

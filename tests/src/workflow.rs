@@ -81,7 +81,13 @@ impl Drop for FlowBackend {
 impl FlowBackend {
     /// Serve on a free loopback port.
     pub async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        Self::start_on(0).await
+    }
+
+    /// Serve on loopback `port` (0: a free one), e.g. a port a gateway was
+    /// configured with before the backend came up.
+    pub async fn start_on(port: u16) -> Self {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");

@@ -140,6 +140,9 @@ where
             target = target_of(parsed, view).map(BackendTarget);
         }
         if let Some(target) = &target {
+            if let Some(note) = req.extensions().get::<crate::context::AuditNote>() {
+                note.backend(target);
+            }
             req.extensions_mut().insert(target.clone());
         }
         ResponseFuture {

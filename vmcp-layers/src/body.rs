@@ -17,6 +17,9 @@ pub struct BodySummary {
     pub head: Bytes,
     /// The body ended with an error or was dropped before its end.
     pub aborted: bool,
+    /// The body was dropped before its end (the client went away), not ended by an
+    /// error of its own.
+    pub dropped: bool,
 }
 
 pin_project_lite::pin_project! {
@@ -31,13 +34,16 @@ pin_project_lite::pin_project! {
         first: Bytes,
         more: Option<BytesMut>,
         bytes: u64,
+        // The inner body said it has nothing more to send (a sized body's last
+        // frame): dropping it then is not cutting it short.
+        ended: bool,
     }
 
     impl<B, F: FnOnce(BodySummary)> PinnedDrop for ObservedBody<B, F> {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
             if let Some(on_end) = this.on_end.take() {
-                on_end(BodySummary { bytes: *this.bytes, head: head(this.first, this.more), aborted: true });
+                on_end(BodySummary { bytes: *this.bytes, head: head(this.first, this.more), aborted: true, dropped: !*this.ended });
             }
         }
     }
@@ -53,6 +59,7 @@ impl<B, F: FnOnce(BodySummary)> ObservedBody<B, F> {
             first: Bytes::new(),
             more: None,
             bytes: 0,
+            ended: false,
         }
     }
 }
@@ -78,7 +85,11 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
-        let polled = this.inner.poll_frame(cx);
+        let mut inner = this.inner;
+        let polled = inner.as_mut().poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            *this.ended = inner.is_end_stream();
+        }
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
@@ -104,6 +115,7 @@ where
                         bytes: *this.bytes,
                         head: head(this.first, this.more),
                         aborted: end.is_some(),
+                        dropped: false,
                     });
                 }
             }
@@ -173,6 +185,22 @@ mod tests {
                 *sink.lock().unwrap() = Some(s);
             },
         ));
-        assert!(seen.lock().unwrap().take().expect("reported").aborted);
+        let summary = seen.lock().unwrap().take().expect("reported");
+        assert!(summary.aborted && summary.dropped);
+    }
+
+    /// hyper stops polling a sized body after its last frame and drops it: that is
+    /// its end, not a client cutting it short.
+    #[tokio::test]
+    async fn a_sized_body_dropped_after_its_last_frame_was_not_cut_short() {
+        let seen = Arc::new(Mutex::new(None));
+        let sink = seen.clone();
+        let mut body = ObservedBody::new(Full::new(Bytes::from_static(b"x")), 0, move |s| {
+            *sink.lock().unwrap() = Some(s);
+        });
+        body.frame().await.expect("a frame").expect("data");
+        drop(body);
+        let summary = seen.lock().unwrap().take().expect("reported");
+        assert_eq!((summary.bytes, summary.dropped), (1, false));
     }
 }

@@ -231,6 +231,9 @@ where
             }
             parts.extensions.insert(McpParsed);
             if let Some(parsed) = &parsed {
+                if let Some(note) = parts.extensions.get::<crate::context::AuditNote>() {
+                    note.parsed(parsed);
+                }
                 parts.extensions.insert(parsed.clone());
             }
             let response = inner

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use vmcp_layers::context::{CapabilityProvider, CatalogView, DiscoveryError, Identity};
 
 use crate::backend::{BackendCapabilities, BackendEventKind, BackendRegistry};
-use crate::catalog::{BuildReport, Catalog};
+use crate::catalog::{BuildReport, Catalog, CompositeProblem};
 use crate::composite::Workflows;
 use crate::config::VmcpConfig;
 
@@ -302,27 +302,50 @@ impl Aggregator {
         let (mut catalog, mut report) = Catalog::build(&config, input);
         let workflows = self.workflows();
         let composites = workflows.advertise(&catalog);
+        report.composites = catalog.add_local_tools(composites);
         report
-            .unresolved
-            .extend(catalog.add_local_tools(composites));
-        let missing = workflows.missing_step_tools(&catalog);
+            .composites
+            .extend(workflows.missing_step_tools(&catalog));
+        let answered = catalog.backends();
+        let every_backend_answered = self.every_backend_in(&catalog);
+        let mut missing = Vec::new();
+        let mut displaced = Vec::new();
+        for problem in &report.composites {
+            match problem {
+                CompositeProblem::MissingStepTool { .. } => missing.push(problem.to_string()),
+                CompositeProblem::NameTaken { .. } => displaced.push(problem.to_string()),
+            }
+        }
         {
             let mut known = self
                 .missing_step_tools
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            // Logged once per change, not on every rebuild.
-            for problem in missing.iter().filter(|m| !known.contains(m)) {
-                tracing::error!("{problem}");
+            // Logged once per change, not on every rebuild: at ERROR when backends
+            // that answered contradict the composite, at WARN while the backend that
+            // may offer the tool has not answered.
+            for problem in report
+                .composites
+                .iter()
+                .filter(|p| matches!(p, CompositeProblem::MissingStepTool { .. }))
+                .filter(|p| !known.contains(&p.to_string()))
+            {
+                if problem.is_certain(answered, every_backend_answered) {
+                    tracing::error!("{problem}");
+                } else {
+                    tracing::warn!("{problem} (its backend has not answered yet)");
+                }
             }
             *known = missing;
         }
-        for collision in &report.unresolved {
+        for collision in report.unresolved.iter().chain(&displaced) {
             tracing::error!("unresolved tool collision (dropped): {collision}");
         }
-        report
-            .unresolved
-            .clone_into(&mut self.unresolved.lock().unwrap_or_else(|e| e.into_inner()));
+        {
+            let mut unresolved = self.unresolved.lock().unwrap_or_else(|e| e.into_inner());
+            report.unresolved.clone_into(&mut unresolved);
+            unresolved.extend(displaced);
+        }
         let catalog = Arc::new(catalog);
         let old = std::mem::replace(
             &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),
@@ -335,6 +358,29 @@ impl Aggregator {
             let _ = self.changes.send(change);
         }
         report
+    }
+
+    /// Whether every registered backend contributed to `catalog` (answered its
+    /// listing and is advertisable).
+    fn every_backend_in(&self, catalog: &Catalog) -> bool {
+        let answered = catalog.backends();
+        self.registry
+            .names()
+            .iter()
+            .all(|name| answered.iter().any(|a| **a == **name))
+    }
+
+    /// The composite problems of `report` that the backends in the current catalog
+    /// make certain (see [`CompositeProblem::is_certain`]).
+    pub(crate) fn certain(&self, report: &BuildReport) -> Vec<CompositeProblem> {
+        let catalog = self.catalog();
+        let every = self.every_backend_in(&catalog);
+        report
+            .composites
+            .iter()
+            .filter(|p| p.is_certain(catalog.backends(), every))
+            .cloned()
+            .collect()
     }
 
     /// Keep the catalog current until `shutdown` fires.

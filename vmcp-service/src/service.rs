@@ -13,6 +13,7 @@ use vmcp_layers::switch::StackSwitch;
 use crate::aggregator::{Aggregator, CatalogProvider};
 use crate::backend::BackendRegistry;
 use crate::backend::HealthSettings;
+use crate::catalog::CompositeProblem;
 use crate::config::{ConfigError, StackError, Strategy, VmcpConfig, stack_builder};
 use crate::handler::VmcpHandler;
 use crate::session_binding::SessionBindings;
@@ -38,6 +39,12 @@ pub enum StartError {
     /// unreachable Redis does not stop startup).
     #[error(transparent)]
     SessionStorage(#[from] crate::redis_store::StoreError),
+    /// Backends that answered at startup contradict composite tools: a step names a
+    /// `<backend>.<tool>` its backend does not offer, or a composite is named like a
+    /// tool a backend advertises. (A backend that did not answer is not held against
+    /// a composite: its problems are logged and listed on `/status`.)
+    #[error("composite tools the backends contradict:\n  - {}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n  - "))]
+    CompositeTools(Vec<CompositeProblem>),
 }
 
 /// A running gateway: the backend registry, the aggregated catalog, and the
@@ -68,7 +75,8 @@ impl Vmcp {
     /// keeping it current. An invalid configuration is refused
     /// ([`StartError::InvalidConfig`]). Unreachable backends do not stop startup: they
     /// are retried in the background. Under `manual` conflict resolution an
-    /// unresolved collision does.
+    /// unresolved collision does, and so do composite tools the backends that
+    /// answered contradict ([`StartError::CompositeTools`]).
     pub async fn start(config: VmcpConfig) -> Result<Self, StartError> {
         Self::start_with_reporters(config, vec![Arc::new(LoggingReporter)]).await
     }
@@ -110,6 +118,13 @@ impl Vmcp {
         if manual && !report.unresolved.is_empty() {
             aggregator.registry().close_all().await;
             return Err(StartError::UnresolvedCollisions(report.unresolved));
+        }
+        // Only at startup: a reload reports the same problems without stopping a
+        // running gateway.
+        let contradicted = aggregator.certain(&report);
+        if !contradicted.is_empty() {
+            aggregator.registry().close_all().await;
+            return Err(StartError::CompositeTools(contradicted));
         }
         let shutdown = CancellationToken::new();
         tokio::spawn(aggregator.clone().run(shutdown.clone()));

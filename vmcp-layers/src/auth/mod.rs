@@ -246,6 +246,9 @@ where
                     }
                 }
             };
+            if let Some(note) = parts.extensions.get::<crate::context::AuditNote>() {
+                note.identity(&identity);
+            }
             parts.extensions.insert(identity.clone());
             let response = inner.call(Request::from_parts(parts, body)).await?;
             let mut response = response.map(Body::new);

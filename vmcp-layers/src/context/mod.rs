@@ -14,12 +14,16 @@
 //! | [`BackendTarget`] | [`backend_enrichment`](crate::backend_enrichment) | telemetry, audit |
 //! | [`BackendCalls`] | [`telemetry`](crate::telemetry) | the service, around each backend call |
 //! | [`WorkflowAudit`] | [`audit`](crate::audit) | the service, for each composite tool step |
+//! | [`AuditNote`] | [`audit`](crate::audit) | parse, auth and backend enrichment (note what they learn), the service (notes a cancellation) |
 //!
 //! What a layer learnt also travels back out in the *response* extensions
 //! (`Arc<Identity>`, `Arc<ParsedMcpRequest>`, [`BackendTarget`]), which is how the
 //! audit layer, sitting outside them, records who did what.
 
+mod audit_note;
 mod decode;
+
+pub use audit_note::AuditNote;
 
 use std::sync::Arc;
 

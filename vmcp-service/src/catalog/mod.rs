@@ -5,6 +5,7 @@
 //! backends change. Items are kept sorted by their key so list pages are stable and
 //! lookups are a hash probe.
 
+mod composite_problem;
 pub(crate) mod conflict;
 pub(crate) mod filter;
 mod template;
@@ -18,6 +19,7 @@ use rmcp::model::{Prompt, Resource, ResourceTemplate, Tool};
 use crate::backend::BackendCapabilities;
 pub use crate::backend::hints::{CacheHint, ListHints};
 use crate::config::VmcpConfig;
+pub use composite_problem::CompositeProblem;
 use conflict::{Claim, Naming};
 pub use template::{TemplateError, UriTemplate};
 pub(crate) use view::annotations;
@@ -95,9 +97,11 @@ pub struct Catalog {
 /// What building a catalog produced besides the catalog.
 #[derive(Debug, Clone, Default)]
 pub struct BuildReport {
-    /// Tool collisions left unresolved under `manual` (startup fails on these), and
-    /// backend tools a composite tool displaced.
+    /// Tool collisions left unresolved under `manual` (startup fails on these).
     pub unresolved: Vec<String>,
+    /// Composite tools the backends' tool lists contradict (startup fails on those
+    /// the backends that answered make certain).
+    pub composites: Vec<CompositeProblem>,
 }
 
 impl Catalog {
@@ -312,15 +316,16 @@ impl Catalog {
     /// composite never disappears because a backend started offering its name. It
     /// stays in the catalog, hidden, so composite steps naming it as
     /// `<backend>.<tool>` still reach it. Each such collision is returned.
-    pub(crate) fn add_local_tools(&mut self, tools: Vec<Tool>) -> Vec<String> {
+    pub(crate) fn add_local_tools(&mut self, tools: Vec<Tool>) -> Vec<CompositeProblem> {
         let mut collisions = Vec::new();
         for tool in tools {
             let name = tool.name.to_string();
             for entry in self.tools.iter_mut().filter(|e| e.tool.name == name) {
-                collisions.push(format!(
-                    "composite tool {name:?} collides with tool {:?} of backend {:?}; the backend tool is not served under this name",
-                    entry.route.name, entry.route.backend
-                ));
+                collisions.push(CompositeProblem::NameTaken {
+                    composite: name.clone(),
+                    backend: entry.route.backend.clone(),
+                    tool: entry.route.name.clone(),
+                });
                 entry.advertised = false;
             }
             self.local_tools.insert(name, tool);

@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value, json};
 
-use crate::catalog::{Catalog, ToolEntry};
+use crate::catalog::{Catalog, CompositeProblem, ToolEntry};
 use crate::config::VmcpConfig;
 use crate::config::composite::{CompositeToolConfig, ToolRef};
 
@@ -70,20 +70,23 @@ impl Workflows {
     }
 
     /// Every step tool that is not in `catalog` (a backend that does not offer it,
-    /// is down, or filtered it out): the step fails when it runs. One message each,
+    /// is down, or filtered it out): the step fails when it runs. One problem each,
     /// naming the composite, the step and the tool.
-    pub(crate) fn missing_step_tools(&self, catalog: &Catalog) -> Vec<String> {
+    pub(crate) fn missing_step_tools(&self, catalog: &Catalog) -> Vec<CompositeProblem> {
         self.by_name
             .values()
             .flat_map(|w| {
                 crate::config::composite_step_tools(&w.config.steps)
                     .into_iter()
                     .filter(|(_, tool)| w.resolve(catalog, tool).is_none())
-                    .map(|(step, tool)| {
-                        format!(
-                            "composite tool {:?} step {step:?}: tool {tool:?} is not in the catalog; the step fails when it runs",
-                            w.config.name
-                        )
+                    .map(|(step, tool)| CompositeProblem::MissingStepTool {
+                        composite: w.config.name.clone(),
+                        step: step.to_owned(),
+                        tool: tool.to_owned(),
+                        backend: match ToolRef::parse(tool, w.backends.iter().map(String::as_str)) {
+                            ToolRef::Qualified { backend, .. } => Some(Arc::from(backend)),
+                            ToolRef::Advertised(_) => None,
+                        },
                     })
             })
             .collect()

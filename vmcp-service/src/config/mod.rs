@@ -53,12 +53,12 @@ pub use outgoing::{
     validate_passthrough,
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
-pub use session_storage::{
-    DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
-};
 pub use rate_limit::{
     AnonymousKey, BackendLimitConfig, BucketConfig, FailMode, RateLimitingConfig, SharedAndPerUser,
     ToolLimitConfig, VerbLimitsConfig,
+};
+pub use session_storage::{
+    DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
 };
 pub use sessions::{
     DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_ADDRESS, DEFAULT_MAX_SESSIONS_PER_IDENTITY,

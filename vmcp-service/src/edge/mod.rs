@@ -158,6 +158,9 @@ pub(crate) struct Admitted {
     /// When the gateway received it (backend deadlines are timed from here), and
     /// for whom.
     origin: forward::Origin,
+    /// The audit layer's note (behind an auditing stack): a session call the caller
+    /// cancelled is audited as `cancelled`.
+    audit: Option<vmcp_layers::context::AuditNote>,
 }
 
 impl Edge {
@@ -183,6 +186,19 @@ impl Edge {
     /// cancels that call.
     pub(crate) fn session_message(&self, session: &str, parsed: &ParsedMcpRequest) {
         self.session.cancelled(session, parsed);
+    }
+
+    /// A call of the 2025-11-25 session `session` that the handler runs, behind an
+    /// auditing stack: the session's `notifications/cancelled` for it marks its audit
+    /// line `cancelled`. Hold the guard while the call's stream is open.
+    pub(crate) fn note_session_call(
+        &self,
+        session: &str,
+        parsed: &ParsedMcpRequest,
+        note: vmcp_layers::context::AuditNote,
+    ) -> Option<session::Noted> {
+        let id = parsed.id.as_ref()?;
+        Some(self.session.note(session, id, note))
     }
 
     /// The one decision: whether this edge serves `req` (see the module docs).
@@ -315,6 +331,7 @@ impl Edge {
             tasks,
             calls: extensions.get::<BackendCalls>().cloned(),
             filtered: extensions.get::<AdmissionHandle>().is_some(),
+            audit: extensions.get::<vmcp_layers::context::AuditNote>().cloned(),
             session: has_session.then(|| session.map(Arc::from)).flatten(),
             origin: forward::Origin {
                 received: crate::backend::Received::of(extensions),
@@ -359,6 +376,7 @@ impl Edge {
             filtered,
             session,
             origin,
+            audit,
         } = admitted;
         let legacy = session.is_some();
         let catalog = self.aggregator.catalog();
@@ -413,6 +431,9 @@ impl Edge {
                         tokio::select! {
                             outcome = call => outcome,
                             () = inflight.token.cancelled() => {
+                                if let Some(note) = &audit {
+                                    note.cancel();
+                                }
                                 self.served.fetch_add(1, Ordering::Relaxed);
                                 return Some(no_answer());
                             }

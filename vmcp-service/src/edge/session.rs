@@ -31,7 +31,7 @@ use http::HeaderMap;
 use rmcp::model::{ClientCapabilities, ProtocolVersion, ServerResult};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use vmcp_layers::context::ParsedMcpRequest;
+use vmcp_layers::context::{AuditNote, ParsedMcpRequest};
 
 use crate::handler::LogLevels;
 use crate::sessions::Sessions;
@@ -43,6 +43,24 @@ pub(super) struct SessionState {
     /// Calls the fast path runs for a session, by session and JSON-RPC id, so that
     /// the session's `notifications/cancelled` drops them as it drops the handler's.
     inflight: DashMap<(Arc<str>, String), CancellationToken>,
+    /// Calls the handler runs for a session behind an auditing stack, by session
+    /// and JSON-RPC id: rmcp ends such a call's event stream as soon as the
+    /// session's `notifications/cancelled` arrives, before the handler sees it, so
+    /// the notification marks the call's audit line here.
+    noted: DashMap<(Arc<str>, String), AuditNote>,
+}
+
+/// A handler call registered for its audit note; unregisters itself when dropped
+/// (held until the call's stream ends).
+pub(crate) struct Noted {
+    state: Arc<SessionState>,
+    key: (Arc<str>, String),
+}
+
+impl Drop for Noted {
+    fn drop(&mut self) {
+        self.state.noted.remove(&self.key);
+    }
 }
 
 /// A call registered as in flight; unregisters itself when the call ends.
@@ -64,6 +82,7 @@ impl SessionState {
             sessions,
             log_levels,
             inflight: DashMap::new(),
+            noted: DashMap::new(),
         }
     }
 
@@ -112,8 +131,22 @@ impl SessionState {
         let Some(id) = parsed.params_rest.get("requestId") else {
             return;
         };
-        if let Some((_, token)) = self.inflight.remove(&(Arc::from(session), id.to_string())) {
+        let key = (Arc::from(session), id.to_string());
+        if let Some((_, token)) = self.inflight.remove(&key) {
             token.cancel();
+        }
+        if let Some((_, note)) = self.noted.remove(&key) {
+            note.cancel();
+        }
+    }
+
+    /// Register a handler call of `session` with JSON-RPC `id` and its audit note.
+    pub(super) fn note(self: &Arc<Self>, session: &str, id: &Value, note: AuditNote) -> Noted {
+        let key = (Arc::from(session), id.to_string());
+        self.noted.insert(key.clone(), note);
+        Noted {
+            state: self.clone(),
+            key,
         }
     }
 }

@@ -96,7 +96,7 @@ impl super::VmcpHandler {
             Ok(response) => response,
             Err(error) => {
                 if Cancelled::is(&error) {
-                    Cancelled::log("tools/call", name, &backend);
+                    Cancelled::log(ctx, "tools/call", name, &backend);
                 }
                 call.cancelled();
                 return Err(error);

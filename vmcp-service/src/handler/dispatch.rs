@@ -115,7 +115,7 @@ impl VmcpHandler {
                 return Err(unbridged.into());
             }
             Err(cancelled) => {
-                Cancelled::log(method, name, &backend);
+                Cancelled::log(ctx, method, name, &backend);
                 call.cancelled();
                 return Err(cancelled.into());
             }

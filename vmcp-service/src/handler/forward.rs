@@ -82,13 +82,27 @@ impl Cancelled {
 
     /// The one line a call its caller abandoned leaves in the log (rmcp's own, a
     /// WARN with a debug dump and an ERROR about the closed stream, are filtered by
-    /// the bundled server). Routine, so INFO.
-    pub(super) fn log(method: &str, name: &str, backend: &str) {
+    /// the bundled server). Routine, so INFO. The request's audit line (when the
+    /// stack audits) says `cancelled`, whatever the answer shows.
+    pub(super) fn log(ctx: &RequestContext<RoleServer>, method: &str, name: &str, backend: &str) {
+        audit_cancelled(ctx);
         tracing::info!(
             %backend,
             "{method} {}: the caller cancelled it before the answer; cancelled on the backend too",
             vmcp_layers::shown::shown(name)
         );
+    }
+}
+
+/// The caller cancelled `ctx`'s request and the handler stopped it: its audit line
+/// (behind an auditing stack) says `cancelled`, whatever the answer shows.
+pub(super) fn audit_cancelled(ctx: &RequestContext<RoleServer>) {
+    if let Some(note) = ctx
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<vmcp_layers::context::AuditNote>())
+    {
+        note.cancel();
     }
 }
 

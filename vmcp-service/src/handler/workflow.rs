@@ -232,6 +232,7 @@ impl VmcpHandler {
         let outcome = tokio::select! {
             outcome = go => outcome,
             () = ctx.ct.cancelled() => {
+                super::forward::audit_cancelled(ctx);
                 observe(true);
                 return Err(ErrorData::internal_error("the call was cancelled", None));
             }

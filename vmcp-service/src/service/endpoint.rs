@@ -233,12 +233,29 @@ where
                 {
                     return Ok(held(refused, in_use));
                 }
+                // Behind an auditing stack, a session call the handler runs is noted
+                // for the session's `notifications/cancelled` (see `edge::session`).
+                let noted = match (edge, &owned, &stacked) {
+                    (Some(edge), Some(session), Some(parsed)) => req
+                        .extensions()
+                        .get::<vmcp_layers::context::AuditNote>()
+                        .cloned()
+                        .map(|note| (edge, session.clone(), parsed.clone(), note)),
+                    _ => None,
+                };
                 if let Some((edge, admitted)) = fast(edge, &req, stacked, owned)
                     && let Some(response) = edge.serve(admitted).await
                 {
                     return Ok(held(response, in_use));
                 }
-                Box::pin(inner.handle(req)).await
+                let noted = noted.and_then(|(edge, session, parsed, note)| {
+                    edge.note_session_call(&session, &parsed, note)
+                });
+                let response = Box::pin(inner.handle(req)).await;
+                match noted {
+                    Some(noted) => crate::session_lifetime::hold_while_open(response, noted),
+                    None => response,
+                }
             };
             // rmcp answers a session DELETE with 202, which clients (the Python SDK
             // among them) take as failure: they expect 200 or 204 (or 405).

@@ -1,4 +1,4 @@
-// Over 600 lines: connecting, revision probing, the retry loop and every call share the private Connection; events, errors, direct forwarding and subscriptions are already split out.
+// Over 600 lines: connecting, revision probing and the retry loop share the private Connection; the calls (calls.rs), events, errors, direct forwarding and subscriptions are split out; a tenth is tests.
 //! One backend: its long-lived MCP connection, revision, and the calls made on it.
 //!
 //! A [`BackendClient`] holds at most one live rmcp client connection. It is opened on
@@ -12,10 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientConfig, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, Prompt, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, Resource, ResourceTemplate,
-    ServerCapabilities, Tool,
+    CallToolResponse, ClientConfig, Implementation, Prompt, ProtocolVersion, Resource,
+    ResourceTemplate, ServerCapabilities, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -28,15 +26,13 @@ use super::bridge::{ClientCaps, sampling_declined};
 use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
-use super::hints::CacheHint;
 use super::http_clients::BackendHttp;
-use super::meta;
-use super::relay::Relay;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, SpawnError, Supervisor};
 use crate::config::{BackendConfig, Transport};
 
 mod budget;
+mod calls;
 mod direct;
 mod error;
 mod splice;
@@ -737,175 +733,12 @@ impl BackendClient {
             }
         }
     }
-
-    /// List everything the backend offers, following each list's cursor to the end.
-    ///
-    /// A transport failure on an open connection is retried once on a fresh one: lists
-    /// have no side effects, and this is how a restarted backend is picked up.
-    pub async fn capabilities(
-        &self,
-        timeout: Duration,
-    ) -> Result<BackendCapabilities, BackendError> {
-        let attempt = || {
-            self.run(timeout.into(), |conn| async move {
-                let caps = &conn.capabilities;
-                let peer = &conn.service;
-                let mut out = BackendCapabilities {
-                    completions: caps.completions.is_some(),
-                    ..Default::default()
-                };
-                let hint = |ttl, scope| Some(CacheHint::new(ttl, scope));
-                if caps.tools.is_some() {
-                    let list = peer.list_all_tools_with_cache_hint().await?;
-                    (out.tools, out.hints.tools) =
-                        (list.items, hint(list.ttl_ms, list.cache_scope));
-                    if let Some(direct) = &conn.direct {
-                        direct.set_tools(&out.tools);
-                    }
-                }
-                if caps.resources.is_some() {
-                    let list = peer.list_all_resources_with_cache_hint().await?;
-                    (out.resources, out.hints.resources) =
-                        (list.items, hint(list.ttl_ms, list.cache_scope));
-                    let list = peer.list_all_resource_templates_with_cache_hint().await?;
-                    (out.templates, out.hints.templates) =
-                        (list.items, hint(list.ttl_ms, list.cache_scope));
-                }
-                if caps.prompts.is_some() {
-                    let list = peer.list_all_prompts_with_cache_hint().await?;
-                    (out.prompts, out.hints.prompts) =
-                        (list.items, hint(list.ttl_ms, list.cache_scope));
-                }
-                Ok(out)
-            })
-        };
-        match attempt().await {
-            Err(BackendError::Transport { .. }) => attempt().await,
-            other => other,
-        }
-    }
-
-    /// `tools/call` under the backend's own tool name. Never retried: it may have run.
-    pub async fn call_tool(
-        &self,
-        params: CallToolRequestParams,
-        budget: impl Into<CallBudget>,
-    ) -> Result<CallToolResponse, BackendError> {
-        self.call_tool_relayed(params, budget, None).await
-    }
-
-    /// [`Self::call_tool`], with the call's progress and logs relayed to `relay`
-    /// (streamable-HTTP backends; stdio and SSE backends relay nothing).
-    pub(crate) async fn call_tool_relayed(
-        &self,
-        params: CallToolRequestParams,
-        budget: impl Into<CallBudget>,
-        relay: Option<Relay>,
-    ) -> Result<CallToolResponse, BackendError> {
-        // The direct path writes the params from a borrow; only rmcp's takes a copy.
-        let params = &params;
-        self.run(budget.into(), |conn| {
-            let relay = relay.clone();
-            async move {
-                match (&conn.direct, relay) {
-                    (Some(direct), relay) => direct.call_tool(params, relay.as_ref()).await,
-                    (None, Some(relay)) => {
-                        tap::call_tool(conn.service.peer(), params.clone(), relay).await
-                    }
-                    (None, None) => conn.service.call_tool_once(params.clone()).await,
-                }
-            }
-        })
-        .await
-        .map(meta::strip_result_meta)
-    }
-
-    /// [`Self::call_tool`] for a 2026-07-28 caller: a complete result from the direct
-    /// path comes back as the caller's result bytes, spliced from the backend's
-    /// (see `splice`); anything else as rmcp's types.
-    pub(crate) async fn call_tool_spliced(
-        &self,
-        params: &CallToolRequestParams,
-        budget: impl Into<CallBudget>,
-    ) -> Result<CallAnswer, BackendError> {
-        self.run(budget.into(), |conn| async move {
-            let Some(direct) = &conn.direct else {
-                let response = conn.service.call_tool_once(params.clone()).await?;
-                return Ok(CallAnswer::Typed(meta::strip_result_meta(response)));
-            };
-            let raw = direct.call_tool_raw(params, None).await?;
-            match splice::complete_call_result(&raw) {
-                Some(result) => Ok(CallAnswer::Spliced(result)),
-                None => direct::call_response(raw.get())
-                    .map(|r| CallAnswer::Typed(meta::strip_result_meta(r))),
-            }
-        })
-        .await
-    }
-
-    /// `prompts/get` under the backend's own prompt name.
-    pub async fn get_prompt(
-        &self,
-        params: GetPromptRequestParams,
-        budget: impl Into<CallBudget>,
-    ) -> Result<GetPromptResponse, BackendError> {
-        self.get_prompt_relayed(params, budget, None).await
-    }
-
-    /// [`Self::get_prompt`] with a relay (see [`Self::call_tool_relayed`]).
-    pub(crate) async fn get_prompt_relayed(
-        &self,
-        params: GetPromptRequestParams,
-        budget: impl Into<CallBudget>,
-        relay: Option<Relay>,
-    ) -> Result<GetPromptResponse, BackendError> {
-        // As for `call_tool_relayed`: only rmcp's paths take a copy.
-        let params = &params;
-        self.run(budget.into(), |conn| {
-            let relay = relay.clone();
-            async move {
-                match (&conn.direct, relay) {
-                    (Some(direct), relay) => direct.get_prompt(params, relay.as_ref()).await,
-                    (None, Some(relay)) => {
-                        tap::get_prompt(conn.service.peer(), params.clone(), relay).await
-                    }
-                    (None, None) => conn.service.get_prompt_once(params.clone()).await,
-                }
-            }
-        })
-        .await
-    }
-
-    /// `resources/read` of a URI this backend owns.
-    pub async fn read_resource(
-        &self,
-        params: ReadResourceRequestParams,
-        budget: impl Into<CallBudget>,
-    ) -> Result<ReadResourceResponse, BackendError> {
-        self.run(budget.into(), |conn| {
-            let params = params.clone();
-            async move { conn.service.read_resource_once(params).await }
-        })
-        .await
-    }
-
-    /// `completion/complete` for a prompt or template this backend owns.
-    pub async fn complete(
-        &self,
-        params: CompleteRequestParams,
-        budget: impl Into<CallBudget>,
-    ) -> Result<CompleteResult, BackendError> {
-        self.run(budget.into(), |conn| {
-            let params = params.clone();
-            async move { conn.service.complete(params).await }
-        })
-        .await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 
     /// A client of a backend nothing listens at (port 9), default health settings.
     fn unreachable_backend(events: broadcast::Sender<BackendEvent>) -> BackendClient {
