@@ -29,6 +29,7 @@ mod pagination;
 mod passthrough;
 mod pipeline;
 mod rate_limit;
+mod rate_limit_shared;
 mod session_binding;
 mod session_lifetime;
 mod session_storage;

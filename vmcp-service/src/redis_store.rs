@@ -65,6 +65,8 @@ pub struct RedisStore {
     display: String,
     conn: ConnectionManager,
     up: watch::Sender<bool>,
+    /// Whether the probe has run once.
+    probed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -138,6 +140,7 @@ impl RedisStore {
             display,
             conn,
             up,
+            probed: Default::default(),
         });
         tokio::spawn(probe(Arc::downgrade(&store)));
         Ok(store)
@@ -165,6 +168,12 @@ impl RedisStore {
             Ok(answer) => answer.map(drop).map_err(Into::into),
             Err(_) => Err(StoreError::Timeout),
         }
+    }
+
+    /// Whether a probe has run and Redis did not answer it (before the first probe
+    /// nothing is known: commands are tried).
+    pub fn is_known_down(&self) -> bool {
+        self.probed.load(std::sync::atomic::Ordering::Relaxed) && !self.is_up()
     }
 
     /// Whether Redis answered the last probe.
@@ -220,6 +229,7 @@ async fn probe(store: Weak<RedisStore>) {
             Err(e) => s.set_up(false, Some(&e)),
         }
         first = false;
+        s.probed.store(true, std::sync::atomic::Ordering::Relaxed);
         drop(s);
         tokio::time::sleep(PROBE_INTERVAL).await;
     }

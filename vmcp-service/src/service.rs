@@ -113,7 +113,17 @@ impl Vmcp {
             &config.passthrough_headers,
         ));
         let manual = config.strategy() == Strategy::Manual;
+        // With a shared Redis the buckets live in it (also for a `rateLimiting` a
+        // reload adds later), unless the start config says `store: memory`.
+        let buckets_in_redis = store.is_some()
+            && config
+                .rate_limiting
+                .as_ref()
+                .is_none_or(|r| r.store(true) == crate::config::BucketStoreKind::Redis);
         let aggregator = Arc::new(Aggregator::new(Arc::new(config), registry));
+        if buckets_in_redis && let Some(store) = &store {
+            aggregator.limiter().use_redis(store.clone());
+        }
         let report = aggregator.refresh_all().await;
         if manual && !report.unresolved.is_empty() {
             aggregator.registry().close_all().await;
@@ -122,7 +132,21 @@ impl Vmcp {
         // Only at startup: a reload reports the same problems without stopping a
         // running gateway.
         let contradicted = aggregator.certain(&report);
-        if !contradicted.is_empty() {
+        // Under integrity blocking a step's tool may be held back until approved:
+        // the problems are reported (log, /status), never fatal, or one unapproved
+        // pin would keep the whole gateway down.
+        let blocking = aggregator
+            .config()
+            .integrity
+            .as_ref()
+            .is_some_and(|i| i.mode != crate::config::IntegrityMode::Off);
+        if blocking && !contradicted.is_empty() {
+            for problem in &contradicted {
+                tracing::warn!(
+                    "composite tool problem at start (integrity pins may hold a tool back until approved): {problem}"
+                );
+            }
+        } else if !contradicted.is_empty() {
             aggregator.registry().close_all().await;
             return Err(StartError::CompositeTools(contradicted));
         }

@@ -103,6 +103,8 @@ pub struct Status {
 pub struct RateLimitingStatus {
     /// `rateLimiting` as configured.
     pub limits: crate::config::RateLimitingConfig,
+    /// Where the buckets are: `memory` (this replica's own) or `redis` (shared).
+    pub store: &'static str,
     /// Per capped backend: calls in flight and the cap.
     pub in_flight: Vec<BackendInFlight>,
 }
@@ -141,6 +143,10 @@ impl Status {
             // Findings name definitions nobody may list (hidden ones) and other
             // callers' tools: for operators only.
             status.integrity = None;
+            // Collisions and missing step tools name tools and backends this
+            // viewer may not see (as /ui, which shows them to operators only).
+            status.unresolved.clear();
+            status.missing_step_tools.clear();
         }
         status
     }
@@ -201,6 +207,11 @@ impl Status {
                 .config()
                 .map(|limits| RateLimitingStatus {
                     limits,
+                    store: if aggregator.limiter().shared() {
+                        "redis"
+                    } else {
+                        "memory"
+                    },
                     in_flight: aggregator
                         .limiter()
                         .in_flight()
@@ -293,16 +304,21 @@ struct Readiness {
 }
 
 async fn readyz(State(ready): State<Readiness>) -> Response {
+    let storage_down = ready.store.as_ref().is_some_and(|s| !s.is_up());
     let reason = if !*ready.aggregator.ready().borrow() {
         Some("discovery_pending")
-    } else if ready.store.as_ref().is_some_and(|s| !s.is_up()) {
-        // Sessions held here keep working; new ones and other replicas' cannot be
-        // shared, so a balancer should prefer a replica that reaches Redis.
+    } else if storage_down && ready.aggregator.limiter().needs_store() {
+        // Every replica loses the same Redis at once: not ready only when requests
+        // would be refused anyway (buckets in Redis, failMode: closed); otherwise
+        // a balancer would drop every replica of a gateway that still serves.
         Some("session_storage_unavailable")
     } else {
         None
     };
     no_store(match reason {
+        None if storage_down => {
+            Json(json!({"status": "ready", "session_storage": "unavailable"})).into_response()
+        }
         None => Json(json!({"status": "ready"})).into_response(),
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -54,8 +54,8 @@ pub use outgoing::{
 };
 pub use parked::{ParkedCallsConfig, ParkedLimits};
 pub use rate_limit::{
-    AnonymousKey, BackendLimitConfig, BucketConfig, FailMode, RateLimitingConfig, SharedAndPerUser,
-    ToolLimitConfig, VerbLimitsConfig,
+    AnonymousKey, BackendLimitConfig, BucketConfig, BucketStoreKind, FailMode, RateLimitingConfig,
+    SharedAndPerUser, ToolLimitConfig, VerbLimitsConfig,
 };
 pub use session_storage::{
     DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,

@@ -38,6 +38,24 @@ pub struct RateLimitingConfig {
     /// one budget per client address, an IPv6 /64) or `shared` (one for all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anonymous: Option<AnonymousKey>,
+    /// Where the buckets live: `memory` (this process) or `redis` (shared by every
+    /// replica, through `sessionStorage`). Default: `redis` when
+    /// `sessionStorage.provider` is `redis`, else `memory`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<BucketStoreKind>,
+}
+
+/// The largest `backends[].maxConcurrent` (a semaphore of that many permits).
+pub const MAX_CONCURRENT: usize = 100_000;
+
+/// `rateLimiting.store`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum BucketStoreKind {
+    /// In this process: each replica has its own budget.
+    Memory,
+    /// In the `sessionStorage` Redis: one budget for all replicas.
+    Redis,
 }
 
 /// One token bucket: `maxTokens` requests at once, refilled evenly over
@@ -265,7 +283,21 @@ impl RateLimitingConfig {
                 rate.validate(&format!("{at}.rate"), errors);
             }
             super::require_positive(&at, &[("maxConcurrent", backend.max_concurrent)], errors);
+            if backend.max_concurrent.is_some_and(|m| m > MAX_CONCURRENT) {
+                errors.push(format!(
+                    "{at}.maxConcurrent must be at most {MAX_CONCURRENT}"
+                ));
+            }
         }
+    }
+
+    /// Where the buckets live, given whether `sessionStorage` is Redis.
+    pub fn store(&self, redis_storage: bool) -> BucketStoreKind {
+        self.store.unwrap_or(if redis_storage {
+            BucketStoreKind::Redis
+        } else {
+            BucketStoreKind::Memory
+        })
     }
 
     /// The failure mode in force.
@@ -336,5 +368,18 @@ mod tests {
             config.per_user.unwrap().limit(),
             Some((10, Duration::from_secs(60)))
         );
+    }
+
+    /// A count tokio's semaphore cannot hold would panic at start or reload.
+    #[test]
+    fn max_concurrent_is_bounded() {
+        assert_eq!(
+            errors(
+                "backends: [{name: a, maxConcurrent: 10000000000000000000}]",
+                &["a"]
+            ),
+            ["rateLimiting.backends[0].maxConcurrent must be at most 100000"]
+        );
+        assert!(errors("backends: [{name: a, maxConcurrent: 100000}]", &["a"]).is_empty());
     }
 }

@@ -236,6 +236,14 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(limits) = &config.rate_limiting {
         let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
         limits.validate(&backends, &mut errors);
+        if limits.store == Some(super::BucketStoreKind::Redis)
+            && config.session_storage.provider != super::StorageProvider::Redis
+        {
+            errors.push(
+                "rateLimiting.store: redis needs sessionStorage.provider: redis (its connection)"
+                    .into(),
+            );
+        }
     }
     let oidc = config.incoming_auth.as_ref().is_some_and(|a| a.is_oidc());
     if config.status.require_auth == Some(true) && !oidc {

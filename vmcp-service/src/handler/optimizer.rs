@@ -107,7 +107,6 @@ impl VmcpHandler {
                     "name": tool.name,
                     "description": tool.description.as_deref().unwrap_or_default(),
                     "input_schema": &*tool.input_schema,
-                    "score": (hit.score * 1000.0).round() / 1000.0,
                 })
             })
             .collect();

@@ -10,6 +10,7 @@
 //! edge alike.
 
 mod bucket;
+mod redis_buckets;
 mod refusal;
 
 use std::collections::HashMap;
@@ -248,8 +249,9 @@ impl Rules {
 /// the current configuration (`None` without `rateLimiting`).
 pub(crate) struct RateLimiter {
     store: MemoryStore,
-    /// A shared store (Redis) replaces the memory one when configured.
-    shared_store: Option<Arc<dyn BucketStore>>,
+    /// A shared store (Redis) replaces the memory one when configured (set at
+    /// start: `rateLimiting.store` is read once).
+    shared_store: std::sync::OnceLock<Arc<dyn BucketStore>>,
     rules: RwLock<Option<Arc<Rules>>>,
     /// Whether a store error was logged (one WARN, then the metric only).
     warned: std::sync::atomic::AtomicBool,
@@ -271,7 +273,7 @@ impl RateLimiter {
     pub(crate) fn new(config: &VmcpConfig) -> Self {
         Self {
             store: MemoryStore::default(),
-            shared_store: None,
+            shared_store: std::sync::OnceLock::new(),
             rules: RwLock::new(
                 config
                     .rate_limiting
@@ -280,6 +282,27 @@ impl RateLimiter {
             ),
             warned: Default::default(),
         }
+    }
+
+    /// Keep the buckets in the `sessionStorage` Redis from now on (at start).
+    pub(crate) fn use_redis(&self, store: Arc<crate::redis_store::RedisStore>) {
+        let _ = self
+            .shared_store
+            .set(Arc::new(redis_buckets::RedisBuckets::new(store)));
+    }
+
+    /// Whether requests cannot be served without the shared store: buckets in
+    /// Redis with `failMode: closed` (for `/readyz`).
+    pub(crate) fn needs_store(&self) -> bool {
+        self.shared()
+            && self
+                .rules()
+                .is_some_and(|r| r.config.fail_mode() == FailMode::Closed)
+    }
+
+    /// Whether the buckets are in Redis (for `/status`).
+    pub(crate) fn shared(&self) -> bool {
+        self.shared_store.get().is_some()
     }
 
     /// Follow a reloaded configuration (buckets are kept).
@@ -392,7 +415,7 @@ impl RateLimiter {
         label: &str,
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
-        let decision = match &self.shared_store {
+        let decision = match self.shared_store.get() {
             None => Ok(self.store.take_now(charges)),
             Some(store) => store.take(charges).await,
         };
@@ -403,6 +426,9 @@ impl RateLimiter {
         };
         match decision {
             Ok(Decision::Allowed) => {
+                // The store answers again: the next outage gets its own WARN.
+                self.warned
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
                 for charge in charges {
                     record(charge.key.kind.label(), "allowed");
                 }
@@ -412,6 +438,8 @@ impl RateLimiter {
                 retry_after,
                 bucket,
             }) => {
+                self.warned
+                    .store(false, std::sync::atomic::Ordering::Relaxed);
                 let kind = charges
                     .get(bucket)
                     .map_or(BucketKind::Shared, |c| c.key.kind);

@@ -129,10 +129,10 @@ impl BucketStore for Broken {
 async fn a_store_error_fails_open_or_closed() {
     let call = request("tools/call", Some("t"));
     for (mode, refused) in [("open", false), ("closed", true)] {
-        let mut limiter = limiter(&format!(
+        let limiter = limiter(&format!(
             "rateLimiting: {{shared: {{maxTokens: 1, refillPeriod: 1m}}, failMode: {mode}}}"
         ));
-        limiter.shared_store = Some(Arc::new(Broken));
+        let _ = limiter.shared_store.set(Arc::new(Broken));
         for _ in 0..3 {
             assert_eq!(
                 admit(&limiter, &call, who(1)).await.is_some(),
