@@ -34,6 +34,7 @@
 //! [`catalog::Catalog`], [`backend::BackendRegistry`], [`Sessions`]). Routing,
 //! pagination, naming, notification propagation and the MCP handler are internal.
 
+mod admin;
 mod aggregator;
 pub mod backend;
 mod bare;

@@ -124,6 +124,10 @@ impl Vmcp {
         if buckets_in_redis && let Some(store) = &store {
             aggregator.limiter().use_redis(store.clone());
         }
+        if let Some(store) = &store {
+            // For `integrity.store: redis` (now or after a reload).
+            aggregator.integrity().use_redis(store.clone());
+        }
         let report = aggregator.refresh_all().await;
         if manual && !report.unresolved.is_empty() {
             aggregator.registry().close_all().await;
@@ -262,7 +266,9 @@ impl Vmcp {
             hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             auth: self.status_auth.clone(),
         };
-        let status = crate::status::router(self.aggregator.clone(), self.store.clone(), &guard);
+        let status = crate::status::router(self.aggregator.clone(), self.store.clone(), &guard)
+            // `/admin/pins…`: 404 unless `integrity.admin`; its own bearer token.
+            .merge(crate::admin::router(self.aggregator.clone()));
         if config.ui.enabled {
             status.merge(guard.apply(crate::ui::router(
                 self.aggregator.clone(),

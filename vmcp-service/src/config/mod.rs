@@ -43,7 +43,9 @@ pub use connections::{
 };
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
-pub use integrity::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
+pub use integrity::{
+    IntegrityAdminConfig, IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind,
+};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
 pub use optimizer::{EmbeddingProvider, OptimizerConfig};

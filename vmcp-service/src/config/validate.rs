@@ -270,7 +270,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         auth.validate(&mut errors);
     }
     if let Some(integrity) = &config.integrity {
-        integrity.validate(&mut errors);
+        integrity.validate(&config.session_storage, &mut errors);
     }
     if let Some(audit) = &config.audit {
         audit.validate(&mut errors);
