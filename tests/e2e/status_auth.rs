@@ -446,3 +446,53 @@ async fn a_reload_moves_the_status_routes_to_the_new_issuer_and_refuses_invalid_
     served.vmcp.reload(open).await.expect("reload");
     assert_eq!(get(&status, None, None).await.0, 200);
 }
+
+/// Issue 29: integrity findings name definitions nobody may list (held back until
+/// approved): `/status` and `/ui` show them to operators only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integrity_findings_are_shown_to_operators_only() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let pins = std::env::temp_dir().join(format!(
+        "vmcp-e2e-{}-status-auth-pins.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&pins);
+    let (served, _gh, _vault) = two_backends_under_cedar(
+        &idp,
+        &format!(
+            "integrity: {{mode: warn, newTools: block, path: '{}'}}",
+            pins.display()
+        ),
+    )
+    .await;
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let operator = key.sign(&idp.claims("olga", json!({"roles": ["ops"]})));
+
+    let (status, body) = get(&format!("{}/status", served.base), Some(&alice), None).await;
+    assert_eq!(status, 200, "{body}");
+    let document: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    assert!(document.get("integrity").is_none(), "{body}");
+    assert!(!body.contains("read_secret"), "{body}");
+    let (status, page) = get(&format!("{}/ui", served.base), Some(&alice), None).await;
+    assert_eq!(status, 200);
+    assert!(!page.contains("id=\"integrity\""), "{page}");
+
+    let (status, body) = get(&format!("{}/status", served.base), Some(&operator), None).await;
+    assert_eq!(status, 200, "{body}");
+    let document: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    let findings = document["integrity"]["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the operator sees the findings: {body}"));
+    let secret = findings
+        .iter()
+        .find(|f| f["name"] == "read_secret")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(
+        (&secret["state"], &secret["blocked"]),
+        (&json!("new"), &json!(true))
+    );
+    let (status, page) = get(&format!("{}/ui", served.base), Some(&operator), None).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"integrity\""), "{page}");
+}
