@@ -230,3 +230,30 @@ fn a_huge_description_is_cut_in_the_diff() {
         &shown[shown.len() - 40..]
     );
 }
+
+#[tokio::test]
+async fn a_pin_file_garbled_later_keeps_the_last_good_pins_in_force() {
+    let path = pin_path("last-good");
+    let config = config(IntegrityMode::Block, NewToolsPolicy::Allow, &path);
+    let integrity = Integrity::default();
+    assert_eq!(checked(&integrity, &config, "Echo").await, ["echo", "add"]);
+    std::fs::write(&path, "{ garbled").unwrap();
+    assert!(integrity.stale().await, "the garbled file is a change");
+    assert_eq!(
+        checked(&integrity, &config, "Echo").await,
+        ["echo", "add"],
+        "what matches the last good pins stays advertised"
+    );
+    let status = integrity.status().unwrap();
+    assert!(status.store_error.is_some(), "{status:?}");
+    assert!(
+        !integrity.stale().await,
+        "not re-read every poll until it changes"
+    );
+    assert_eq!(
+        checked(&integrity, &config, "Echo v2").await,
+        ["add"],
+        "a change is still held back"
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "{ garbled");
+}
