@@ -4,8 +4,9 @@
 //! One admission seam, [`RateLimiter::admit`], meters a request by what it reaches:
 //! the service calls it for every client request (both the fast edge and rmcp
 //! serve after it), and composite steps call [`RateLimiter::admit_step`] with the
-//! tool each step runs, so a composite is metered by its inner calls (the composite's
-//! own name is not a tool any backend serves). The backend concurrency cap
+//! tool each step runs: a composite call takes the global (`shared`, `perUser`)
+//! tokens once, and each inner call is metered by its real tool name (its
+//! `tools[]` budgets) and its backend. The backend concurrency cap
 //! ([`RateLimiter::slot`]) is held around each backend call, by the handler and the
 //! edge alike.
 
@@ -26,7 +27,6 @@ pub(crate) use bucket::{BucketKind, BucketStore, Charge, Decision, Limit, Memory
 pub(crate) use refusal::{Refusal, response};
 
 use crate::catalog::Catalog;
-use crate::composite::Workflows;
 use crate::config::{AnonymousKey, BucketConfig, FailMode, RateLimitingConfig, VmcpConfig};
 use crate::session_binding::Caller;
 use bucket::BucketKey;
@@ -190,7 +190,8 @@ impl Rules {
         }
     }
 
-    /// The charges of a call of tool `tool` (advertised name) on `backend`.
+    /// The charges of a client's call of tool `tool` (advertised name) on `backend`:
+    /// the global budgets, then the tool's and the backend's.
     fn tool_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> Vec<Charge> {
         let mut charges = Vec::with_capacity(5);
         Self::push(
@@ -200,17 +201,35 @@ impl Rules {
             &self.global_scope,
             subject,
         );
+        self.own_charges(&mut charges, tool, backend, subject);
+        charges
+    }
+
+    /// The charges of a composite step calling `tool` on `backend`: the tool's and
+    /// the backend's budgets only.
+    fn step_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> Vec<Charge> {
+        let mut charges = Vec::with_capacity(3);
+        self.own_charges(&mut charges, tool, backend, subject);
+        charges
+    }
+
+    fn own_charges(
+        &self,
+        charges: &mut Vec<Charge>,
+        tool: &str,
+        backend: Option<&str>,
+        subject: &Caller,
+    ) {
         if let Some((scope, pair)) = self.per_tool.get_key_value(tool) {
             Self::push(
-                &mut charges,
+                charges,
                 pair,
                 (BucketKind::ToolShared, BucketKind::ToolPerUser),
                 scope,
                 subject,
             );
         }
-        self.backend_charge(&mut charges, backend);
-        charges
+        self.backend_charge(charges, backend);
     }
 
     fn backend_charge(&self, charges: &mut Vec<Charge>, backend: Option<&str>) {
@@ -326,12 +345,12 @@ impl RateLimiter {
     }
 
     /// Meter one client request; `Some` refuses it. A `tools/call` of a composite
-    /// is not metered here: its steps are ([`Self::admit_step`]).
+    /// takes the global budgets here, once; its steps are metered by their tools
+    /// ([`Self::admit_step`]).
     pub(crate) async fn admit(
         &self,
         parsed: &ParsedMcpRequest,
         catalog: &Catalog,
-        workflows: &Workflows,
         caller: impl FnOnce() -> Caller,
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
@@ -342,9 +361,9 @@ impl RateLimiter {
         let name = parsed.name.as_deref();
         let (charges, tool) = if method == "tools/call" {
             let name = name.unwrap_or_default();
-            if workflows.get(name).is_some() && catalog.local_tool(name).is_some() {
-                return None;
-            }
+            // A composite has no backend: its call takes the global tokens (once,
+            // however many steps it runs) and its own `tools[]` entry if any; its
+            // steps take their tools' and backends' ([`Self::admit_step`]).
             let backend = catalog.tool(name).map(|e| &*e.route.backend);
             let subject = rules.subject(&caller());
             (rules.tool_charges(name, backend, &subject), Some(name))
@@ -391,7 +410,9 @@ impl RateLimiter {
         self.decide(&rules, &charges, label, calls).await
     }
 
-    /// Meter one composite step calling `tool` (advertised name) on `backend`.
+    /// Meter one composite step calling `tool` (advertised name) on `backend`: by
+    /// the tool's own budgets and the backend's, not the global ones (the
+    /// composite's call took those once).
     pub(crate) async fn admit_step(
         &self,
         tool: &str,
@@ -400,7 +421,7 @@ impl RateLimiter {
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
         let rules = self.rules()?;
-        let charges = rules.tool_charges(tool, Some(backend), &rules.subject(caller));
+        let charges = rules.step_charges(tool, Some(backend), &rules.subject(caller));
         if charges.is_empty() {
             return None;
         }

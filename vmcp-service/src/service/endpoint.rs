@@ -350,7 +350,6 @@ async fn rate_limited(
         .admit(
             parsed,
             &aggregator.catalog(),
-            &aggregator.workflows(),
             caller,
             extensions.get::<vmcp_layers::context::BackendCalls>(),
         )
