@@ -115,18 +115,32 @@ impl VmcpHandler {
             .filter(|&i| visible.contains(tools[i].name.as_ref()))
             .map(|i| index.tokens(i))
             .sum();
-        let hits = match query(&texts) {
-            None => Vec::new(),
-            Some(query) => index.search(&query).map_err(|e| {
-                tracing::warn!("{e}");
-                ErrorData::internal_error("the tool search failed", None)
-            })?,
-        };
-        let chosen: Vec<_> = hits
-            .into_iter()
-            .filter(|hit| visible.contains(tools[hit.position].name.as_ref()))
-            .take(config.max_tools())
-            .collect();
+        let mut chosen = Vec::new();
+        if let Some(fts_query) = query(&texts) {
+            let fts_query: std::sync::Arc<str> = fts_query.into();
+            // Pages of hits, best first, until enough of them are this caller's.
+            let page = i64::try_from(config.max_tools().max(8) * 4).unwrap_or(32);
+            let mut offset = 0;
+            loop {
+                let hits = index
+                    .search_blocking(fts_query.clone(), page, offset)
+                    .await
+                    .map_err(|e| {
+                        tracing::warn!("{e}");
+                        ErrorData::internal_error("the tool search failed", None)
+                    })?;
+                let full = i64::try_from(hits.len()).unwrap_or(0) == page;
+                chosen.extend(
+                    hits.into_iter()
+                        .filter(|hit| visible.contains(tools[hit.position].name.as_ref())),
+                );
+                if chosen.len() >= config.max_tools() || !full {
+                    break;
+                }
+                offset += page;
+            }
+            chosen.truncate(config.max_tools());
+        }
         let returned: usize = chosen.iter().map(|hit| index.tokens(hit.position)).sum();
         let found: Vec<Value> = chosen
             .iter()
