@@ -31,6 +31,10 @@ use crate::config::{AnonymousKey, BucketConfig, FailMode, RateLimitingConfig, Vm
 use crate::session_binding::Caller;
 use bucket::BucketKey;
 
+/// The charges of one request, on the stack: at most five (`shared`, `perUser`,
+/// the tool's two, its backend's), so metering a call allocates nothing for them.
+type Charges = smallvec::SmallVec<[Charge; 5]>;
+
 /// A shared and a per-caller budget, either optional.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Pair {
@@ -93,6 +97,8 @@ pub(crate) struct Rules {
     verbs: [Pair; 5],
     verb_scopes: [Arc<str>; 5],
     backends: HashMap<Arc<str>, BackendRule>,
+    /// Whether any backend has a `rate` (else no request needs the catalog).
+    backend_rates: bool,
     global_scope: Arc<str>,
 }
 
@@ -148,21 +154,22 @@ impl Rules {
                 .collect(),
             verbs,
             verb_scopes: VerbGroup::KEYS.map(Arc::from),
+            backend_rates: config.backends.iter().any(|b| b.rate.is_some()),
             backends,
             global_scope: Arc::from(""),
         }
     }
 
     /// Whom per-user buckets key `caller` as.
-    fn subject(&self, caller: &Caller) -> Caller {
+    fn subject(&self, caller: Caller) -> Caller {
         match (caller, self.config.anonymous()) {
             (Caller::Address(_), AnonymousKey::Shared) => Caller::Anonymous,
-            _ => caller.clone(),
+            (caller, _) => caller,
         }
     }
 
     fn push(
-        charges: &mut Vec<Charge>,
+        charges: &mut Charges,
         pair: &Pair,
         kinds: (BucketKind, BucketKind),
         scope: &Arc<str>,
@@ -192,8 +199,9 @@ impl Rules {
 
     /// The charges of a client's call of tool `tool` (advertised name) on `backend`:
     /// the global budgets, then the tool's and the backend's.
-    fn tool_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> Vec<Charge> {
-        let mut charges = Vec::with_capacity(5);
+    /// With them, the `tool` metric label ([`Self::own_charges`]).
+    fn tool_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> (Charges, &str) {
+        let mut charges = Charges::new();
         Self::push(
             &mut charges,
             &self.tools,
@@ -201,26 +209,32 @@ impl Rules {
             &self.global_scope,
             subject,
         );
-        self.own_charges(&mut charges, tool, backend, subject);
-        charges
+        let label = self.own_charges(&mut charges, tool, backend, subject);
+        (charges, label)
     }
 
     /// The charges of a composite step calling `tool` on `backend`: the tool's and
     /// the backend's budgets only.
-    fn step_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> Vec<Charge> {
-        let mut charges = Vec::with_capacity(3);
-        self.own_charges(&mut charges, tool, backend, subject);
-        charges
+    fn step_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> (Charges, &str) {
+        let mut charges = Charges::new();
+        let label = self.own_charges(&mut charges, tool, backend, subject);
+        (charges, label)
     }
 
+    /// The tool's and the backend's charges; returns the `tool` metric label: the
+    /// configured name, `*` for a tool without a `tools[]` entry (bounded: names
+    /// come from the configuration). One lookup of the tool serves both.
     fn own_charges(
         &self,
-        charges: &mut Vec<Charge>,
+        charges: &mut Charges,
         tool: &str,
         backend: Option<&str>,
         subject: &Caller,
-    ) {
-        if let Some((scope, pair)) = self.per_tool.get_key_value(tool) {
+    ) -> &str {
+        let mut label = "*";
+        if !self.per_tool.is_empty()
+            && let Some((scope, pair)) = self.per_tool.get_key_value(tool)
+        {
             Self::push(
                 charges,
                 pair,
@@ -228,11 +242,13 @@ impl Rules {
                 scope,
                 subject,
             );
+            label = scope;
         }
         self.backend_charge(charges, backend);
+        label
     }
 
-    fn backend_charge(&self, charges: &mut Vec<Charge>, backend: Option<&str>) {
+    fn backend_charge(&self, charges: &mut Charges, backend: Option<&str>) {
         if let Some((scope, rule)) = backend.and_then(|b| self.backends.get_key_value(b))
             && let Some(limit) = rule.rate
         {
@@ -247,20 +263,14 @@ impl Rules {
         }
     }
 
-    /// The `tool` metric label: a configured tool's name, `*` for any other tool,
-    /// the method for other verbs (bounded: names come from the configuration).
-    fn tool_label<'a>(&'a self, method: &str, tool: Option<&'a str>) -> &'a str {
-        match tool {
-            Some(tool) => self
-                .per_tool
-                .get_key_value(tool)
-                .map_or("*", |(name, _)| &**name),
-            None => vmcp_layers::jsonrpc::CLIENT_METHODS
-                .iter()
-                .find(|m| **m == method)
-                .copied()
-                .unwrap_or("other"),
-        }
+    /// The `tool` metric label of a verb other than `tools/call`: its method
+    /// (bounded: one of the client methods).
+    fn verb_label(method: &str) -> &'static str {
+        vmcp_layers::jsonrpc::CLIENT_METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("other")
     }
 }
 
@@ -350,26 +360,31 @@ impl RateLimiter {
     pub(crate) async fn admit(
         &self,
         parsed: &ParsedMcpRequest,
-        catalog: &Catalog,
+        catalog: impl FnOnce() -> Arc<Catalog>,
         caller: impl FnOnce() -> Caller,
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
         let rules = self.rules()?;
         // Notifications and responses are not requests.
         parsed.id.as_ref()?;
+        // The catalog is read only to find a backend whose `rate` applies.
+        let catalog = rules.backend_rates.then(catalog);
+        let catalog = catalog.as_deref();
         let method = parsed.method.as_str();
         let name = parsed.name.as_deref();
-        let (charges, tool) = if method == "tools/call" {
+        let (charges, label) = if method == "tools/call" {
             let name = name.unwrap_or_default();
             // A composite has no backend: its call takes the global tokens (once,
             // however many steps it runs) and its own `tools[]` entry if any; its
             // steps take their tools' and backends' ([`Self::admit_step`]).
-            let backend = catalog.tool(name).map(|e| &*e.route.backend);
-            let subject = rules.subject(&caller());
-            (rules.tool_charges(name, backend, &subject), Some(name))
+            let backend = catalog
+                .and_then(|c| c.tool(name))
+                .map(|e| &*e.route.backend);
+            let subject = rules.subject(caller());
+            rules.tool_charges(name, backend, &subject)
         } else {
             let group = VerbGroup::of(method)?;
-            let backend = match group {
+            let backend = catalog.and_then(|catalog| match group {
                 VerbGroup::Reads => parsed
                     .uri
                     .as_deref()
@@ -384,12 +399,12 @@ impl RateLimiter {
                     _ => None,
                 },
                 VerbGroup::Lists | VerbGroup::Discover => None,
-            };
+            });
             let pair = &rules.verbs[group as usize];
-            let mut charges = Vec::with_capacity(3);
+            let mut charges = Charges::new();
             // The caller is keyed only when a per-user bucket needs it.
             let subject = if pair.per_user.is_some() {
-                rules.subject(&caller())
+                rules.subject(caller())
             } else {
                 Caller::Anonymous
             };
@@ -401,12 +416,11 @@ impl RateLimiter {
                 &subject,
             );
             rules.backend_charge(&mut charges, backend);
-            (charges, None)
+            (charges, Rules::verb_label(method))
         };
         if charges.is_empty() {
             return None;
         }
-        let label = rules.tool_label(method, tool);
         self.decide(&rules, &charges, label, calls).await
     }
 
@@ -421,11 +435,11 @@ impl RateLimiter {
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
         let rules = self.rules()?;
-        let charges = rules.step_charges(tool, Some(backend), &rules.subject(caller));
+        let subject = rules.subject(caller.clone());
+        let (charges, label) = rules.step_charges(tool, Some(backend), &subject);
         if charges.is_empty() {
             return None;
         }
-        let label = rules.tool_label("tools/call", Some(tool));
         self.decide(&rules, &charges, label, calls).await
     }
 

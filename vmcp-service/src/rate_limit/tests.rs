@@ -24,7 +24,7 @@ async fn admit(
     caller: Caller,
 ) -> Option<Refusal> {
     limiter
-        .admit(parsed, &Catalog::default(), || caller, None)
+        .admit(parsed, || Arc::new(Catalog::default()), || caller, None)
         .await
 }
 
