@@ -34,7 +34,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
-use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
+use admission::{admitted_prompts, admitted_resources, admitted_templates};
 pub(crate) use dispatch::client_error;
 pub(crate) use forward::LogLevels;
 use observe::ObservedCall;
@@ -304,10 +304,8 @@ impl ServerHandler for VmcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        if self.aggregator.config().optimizer.is_some() && crate::optimizer::is_meta_tool(name) {
-            return crate::optimizer::meta_tools()
-                .into_iter()
-                .find(|t| t.name == name);
+        if let Some(meta) = self.optimizer_tool(name) {
+            return Some(meta);
         }
         let catalog = self.aggregator.catalog();
         catalog
@@ -322,11 +320,7 @@ impl ServerHandler for VmcpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
-        // The optimizer advertises its two tools instead, to every caller.
-        let tools = match self.aggregator.config().optimizer {
-            Some(_) => std::borrow::Cow::Owned(crate::optimizer::meta_tools()),
-            None => admitted_tools(&ctx, &catalog),
-        };
+        let tools = self.advertised_tools(&ctx, &catalog);
         let (items, next) = page(
             &tools,
             |t| t.name.as_ref(),
@@ -410,11 +404,9 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(optimizer) = &self.aggregator.config().optimizer
-            && crate::optimizer::is_meta_tool(&params.name)
-        {
+        if self.optimizer_tool(&params.name).is_some() {
             // Boxed: see below.
-            return Box::pin(self.call_optimizer(optimizer, params, &ctx)).await;
+            return Box::pin(self.call_optimizer(params, &ctx)).await;
         }
         if let Some(workflow) = self.aggregator.workflows().get(&params.name)
             && self.aggregator.catalog().local_tool(&params.name).is_some()
@@ -559,63 +551,4 @@ impl ServerHandler for VmcpHandler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rmcp::model::{ClientRequest, CompleteRequestParams, InitializeRequestParams};
-    use rmcp::service::Service;
-
-    /// The size of the futures `f` returns.
-    fn size<F: std::future::Future>(
-        _: impl Fn(VmcpHandler, RequestContext<RoleServer>) -> F,
-    ) -> usize {
-        std::mem::size_of::<F>()
-    }
-
-    /// rmcp awaits the `initialize` request's `handle_request` inside each Legacy
-    /// session's task, so that task is as large as this future for the session's
-    /// whole life, idle or not, and every request's task is too. The forwarding
-    /// bodies are boxed to keep it small (11,376 bytes in a test build before,
-    /// the bench's idle session 63.9 KiB against a 64 KiB target).
-    #[test]
-    fn handler_futures_stay_small() {
-        let dispatch = size(|h, c| async move {
-            h.handle_request(ClientRequest::PingRequest(Default::default()), c)
-                .await
-        });
-        let methods = [
-            (
-                "tools/call",
-                size(|h, c| async move { h.call_tool(CallToolRequestParams::new("t"), c).await }),
-            ),
-            (
-                "prompts/get",
-                size(|h, c| async move { h.get_prompt(GetPromptRequestParams::new("p"), c).await }),
-            ),
-            (
-                "resources/read",
-                size(|h, c| async move {
-                    h.read_resource(ReadResourceRequestParams::new("u"), c)
-                        .await
-                }),
-            ),
-            (
-                "completion/complete",
-                size(|h, c| async move {
-                    let params: CompleteRequestParams = serde_json::from_str("{}").unwrap();
-                    h.complete(params, c).await
-                }),
-            ),
-            (
-                "initialize",
-                size(|h, c| async move {
-                    let params: InitializeRequestParams = serde_json::from_str("{}").unwrap();
-                    h.initialize(params, c).await
-                }),
-            ),
-        ];
-        for (method, bytes) in methods {
-            assert!(bytes <= 2048, "{method}: a {bytes}-byte future");
-        }
-        assert!(dispatch <= 6144, "handle_request: a {dispatch}-byte future");
-    }
-}
+mod tests;

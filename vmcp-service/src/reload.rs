@@ -75,7 +75,7 @@ pub(crate) fn build(
     .headers(with_origins(headers, config))
     .metrics_access(config.metrics_access())
     .provider(Arc::new(CatalogProvider(aggregator.clone())));
-    builder = crate::optimizer::stacked(builder, config);
+    builder = crate::optimizer::stacked(builder, aggregator);
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);
     }

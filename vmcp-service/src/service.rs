@@ -450,7 +450,7 @@ impl Vmcp {
         .headers(crate::reload::with_origins(headers, &config))
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
-        let builder = crate::optimizer::stacked(builder, &config);
+        let builder = crate::optimizer::stacked(builder, self.aggregator());
         let stack = builder.build(self.service_with(http));
         self.aggregator
             .integrity()

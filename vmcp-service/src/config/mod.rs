@@ -48,7 +48,7 @@ pub use integrity::{
 };
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
-pub use optimizer::{EmbeddingProvider, OptimizerConfig};
+pub use optimizer::{CALL_TOOL, EmbeddingProvider, FIND_TOOL, OptimizerConfig};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig,
     OutgoingSource, Secret, StrategyShape, StrategyType, SubjectTokenType, TokenExchangeConfig,

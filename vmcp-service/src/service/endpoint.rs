@@ -336,8 +336,6 @@ async fn rate_limited(
 ) -> Option<http::Response<VmcpBody>> {
     let parsed = parsed?;
     let limiter = aggregator.limiter();
-    // Without `rateLimiting`, nothing more is read.
-    limiter.rules()?;
     let caller = || {
         crate::rate_limit::caller(
             extensions.get::<Arc<vmcp_layers::Identity>>().map(|i| &**i),
@@ -349,8 +347,7 @@ async fn rate_limited(
     let refusal = limiter
         .admit(
             parsed,
-            &aggregator.catalog(),
-            &aggregator.workflows(),
+            || aggregator.catalog(),
             caller,
             extensions.get::<vmcp_layers::context::BackendCalls>(),
         )
