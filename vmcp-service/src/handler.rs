@@ -35,6 +35,7 @@ use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
 use admission::{admitted_prompts, admitted_resources, admitted_templates};
+pub(crate) use bridge::{Parked, Remote};
 pub(crate) use dispatch::client_error;
 pub(crate) use forward::LogLevels;
 use observe::ObservedCall;
@@ -58,6 +59,8 @@ pub(crate) struct VmcpHandler {
     sealer: Arc<crate::seal::Sealer>,
     /// Legacy backend calls waiting for a Modern caller's input (`handler::bridge`).
     parked: Arc<bridge::Parked>,
+    /// Reaches the replica holding a call parked elsewhere (shared Redis only).
+    remote: Option<Arc<bridge::Remote>>,
     /// The optimizer's index of the current catalog (used when `optimizer` is set).
     optimizer: Arc<crate::optimizer::Optimizer>,
 }
@@ -110,8 +113,23 @@ impl VmcpHandler {
             log_levels: Arc::default(),
             sealer: Arc::default(),
             parked: Arc::default(),
+            remote: None,
             optimizer: Arc::default(),
         }
+    }
+
+    /// This handler with the gateway's sealing key, parked calls and their routing
+    /// between replicas (shared by every service of one gateway).
+    pub(crate) fn with_replica(
+        mut self,
+        sealer: Arc<crate::seal::Sealer>,
+        parked: Arc<Parked>,
+        remote: Option<Arc<Remote>>,
+    ) -> Self {
+        self.sealer = sealer;
+        self.parked = parked;
+        self.remote = remote;
+        self
     }
 
     /// The Legacy sessions' log levels (the fast path leaves sessions that set one

@@ -55,6 +55,7 @@ mod propagation;
 mod rate_limit;
 pub mod redis_store;
 mod reload;
+mod replica;
 mod rewake;
 mod router;
 mod seal;

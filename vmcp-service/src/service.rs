@@ -68,6 +68,8 @@ pub struct Vmcp {
     status_auth: StatusAuth,
     /// The shared Redis of replicas (`sessionStorage.provider: redis`); read at start.
     store: Option<Arc<crate::redis_store::RedisStore>>,
+    /// The sealing key, parked calls and their routing.
+    replica: crate::replica::Replica,
 }
 
 impl Vmcp {
@@ -169,6 +171,14 @@ impl Vmcp {
             report_every,
             shutdown.clone(),
         ));
+        let replica =
+            match crate::replica::Replica::start(&aggregator, store.clone(), &shutdown).await {
+                Ok(replica) => replica,
+                Err(errors) => {
+                    aggregator.registry().close_all().await;
+                    return Err(ConfigError::Invalid(errors).into());
+                }
+            };
         let sessions = Arc::new(Sessions::default());
         tokio::spawn(crate::propagation::run(
             aggregator.clone(),
@@ -182,6 +192,7 @@ impl Vmcp {
             layers: std::sync::Mutex::new(None),
             status_auth,
             store,
+            replica,
         })
     }
 
@@ -199,7 +210,10 @@ impl Vmcp {
     /// keep-alive, body limit). Legacy session mode is always kept on: both
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
-        let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
+        let handler = self.replica.serve(VmcpHandler::new(
+            self.aggregator.clone(),
+            self.sessions.clone(),
+        ));
         let edge = crate::edge::Edge::new(
             self.aggregator.clone(),
             &config,

@@ -19,6 +19,7 @@ mod outgoing;
 mod parked;
 mod rate_limit;
 pub mod schema;
+mod sealing;
 mod session_storage;
 mod sessions;
 mod spelling;
@@ -59,6 +60,7 @@ pub use rate_limit::{
     AnonymousKey, BackendLimitConfig, BucketConfig, BucketStoreKind, FailMode, RateLimitingConfig,
     SharedAndPerUser, ToolLimitConfig, VerbLimitsConfig,
 };
+pub use sealing::{MIN_SEALING_KEY_BYTES, SealingConfig, SealingKeys};
 pub use session_storage::{
     DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
 };
@@ -129,6 +131,10 @@ pub struct VmcpConfig {
     /// Where state shared between replicas is kept (docs/scaling.md).
     #[serde(default)]
     pub session_storage: SessionStorageConfig,
+    /// The key sealing `requestState`s, shared by replicas (docs/scaling.md);
+    /// without it a random key per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealing: Option<SealingConfig>,
     /// Tool integrity: pins of backend definitions (docs/integrity.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity: Option<IntegrityConfig>,

@@ -230,6 +230,9 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     config.operational.listen_streams.validate(&mut errors);
     config.operational.connections.validate(&mut errors);
     config.session_storage.validate(&mut errors);
+    if let Some(sealing) = &config.sealing {
+        sealing.validate(&mut errors);
+    }
     if let Some(optimizer) = &config.optimizer {
         optimizer.validate(&mut errors);
     }
