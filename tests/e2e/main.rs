@@ -30,6 +30,7 @@ mod passthrough;
 mod pipeline;
 mod rate_limit;
 mod rate_limit_shared;
+mod replicas;
 mod session_binding;
 mod session_lifetime;
 mod session_storage;
