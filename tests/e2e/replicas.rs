@@ -258,3 +258,54 @@ async fn the_records_ttl_slides_with_use() {
     let last_used = set.redis.cli(&["HGET", &key, "last_used"]).await;
     assert!(last_used.parse::<u64>().is_ok(), "{last_used}");
 }
+
+/// Redis killed: the session a replica holds keeps working, a new one is served
+/// locally; Redis restarted: the new session's record is written by the pass and
+/// the other replica restores it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_outlive_a_redis_outage_and_catch_up_after() {
+    let mut set = Replicas::start(2, "{}").await;
+    let alice = set.token("alice");
+    let held = open(&set.url(0), &alice).await;
+    let store = set.gateways[0].vmcp.shared_store().unwrap().clone();
+    set.redis.kill().await;
+    let (status, text, _) = raw(Method::POST, &set.url(0), &alice, Some(&held), call(1, 1)).await;
+    assert_eq!(status, 200, "a held session while Redis is down: {text}");
+    assert!(vmcp_tests::eventually(|| !store.is_up()).await);
+    let local = open(&set.url(0), &alice).await;
+    let (status, text, _) = raw(Method::POST, &set.url(0), &alice, Some(&local), call(2, 1)).await;
+    assert_eq!(status, 200, "a new, local-only session: {text}");
+
+    set.redis.restart().await;
+    assert!(vmcp_tests::eventually(|| store.is_up()).await);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    while set
+        .redis
+        .cli(&["EXISTS", &format!("rp:session:{local}")])
+        .await
+        != "1"
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the record of the session created while Redis was down is written"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (status, text, _) = raw(Method::POST, &set.url(1), &alice, Some(&local), call(3, 1)).await;
+    assert_eq!(status, 200, "restored on the other replica: {text}");
+    // The session held through the outage lives on, and its lost record is rewritten.
+    let (status, text, _) = raw(Method::POST, &set.url(0), &alice, Some(&held), call(4, 1)).await;
+    assert_eq!(status, 200, "the held session after the outage: {text}");
+    while set
+        .redis
+        .cli(&["EXISTS", &format!("rp:session:{held}")])
+        .await
+        != "1"
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline + std::time::Duration::from_secs(5),
+            "the record Redis lost is written again"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

@@ -82,7 +82,7 @@ struct Held {
 /// The shared sessions of one MCP endpoint.
 pub(crate) struct SharedSessions {
     store: Arc<RedisStore>,
-    key: tokio::sync::OnceCell<hmac::Key>,
+    key: tokio::sync::OnceCell<(hmac::Key, String)>,
     held: Mutex<HashMap<String, Held>>,
     /// `initialize` params rmcp handed over (`SessionStore::store`), until the
     /// endpoint writes the session's record.
@@ -187,6 +187,10 @@ impl SharedSessions {
     /// The key every replica hashes identities with: the first replica creates it
     /// (`SET NX`), the others read it.
     async fn binding_key(&self) -> Result<&hmac::Key, StoreError> {
+        self.key_and_text().await.map(|(key, _)| key)
+    }
+
+    async fn key_and_text(&self) -> Result<&(hmac::Key, String), StoreError> {
         self.key
             .get_or_try_init(|| async {
                 let name = self.store.key("session-binding-key");
@@ -203,8 +207,8 @@ impl SharedSessions {
                         redis::cmd("GET").arg(&name).query_async(conn).await
                     })
                     .await?;
-                let bytes = unhex(&stored).unwrap_or_else(|| stored.into_bytes());
-                Ok(hmac::Key::new(hmac::HMAC_SHA256, &bytes))
+                let bytes = unhex(&stored).unwrap_or_else(|| stored.clone().into_bytes());
+                Ok((hmac::Key::new(hmac::HMAC_SHA256, &bytes), stored))
             })
             .await
     }
@@ -568,6 +572,23 @@ impl SharedSessions {
             (used, unwritten)
         };
         let mut gone = Vec::new();
+        if !unwritten.is_empty()
+            && let Some((_, text)) = self.key.get()
+        {
+            // A Redis that restarted empty lost the binding key too: put back the
+            // one this replica's sessions are hashed with (unless another did).
+            let name = self.store.key("session-binding-key");
+            let _ = self
+                .run(async |conn| {
+                    redis::cmd("SET")
+                        .arg(&name)
+                        .arg(text)
+                        .arg("NX")
+                        .exec_async(conn)
+                        .await
+                })
+                .await;
+        }
         for session in unwritten {
             match self.persist(&session, &limits, true).await {
                 Ok(Persisted::Deleted) => gone.push(session),
@@ -580,7 +601,8 @@ impl SharedSessions {
             invocation
                 .arg(now_ms())
                 .arg(ms(limits.ttl))
-                .arg(self.zset_prefix());
+                .arg(self.zset_prefix())
+                .arg(self.store.key("session-deleted:"));
             for session in &used {
                 invocation.key(self.record_key(session));
             }
@@ -591,12 +613,21 @@ impl SharedSessions {
                 .run(async |conn| invocation.invoke_async::<Vec<i64>>(conn).await)
                 .await
             {
-                Ok(slid) => gone.extend(
-                    used.into_iter()
-                        .zip(slid)
-                        .filter(|(_, slid)| *slid == 0)
-                        .map(|(session, _)| session),
-                ),
+                Ok(slid) => {
+                    let mut held = self.held();
+                    for (session, slid) in used.into_iter().zip(slid) {
+                        match slid {
+                            0 => gone.push(session),
+                            // Lost by Redis: written again next pass.
+                            -1 => {
+                                if let Some(entry) = held.get_mut(&session) {
+                                    entry.persisted = false;
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
                 Err(_) => {
                     // Tried again next pass.
                     let mut held = self.held();

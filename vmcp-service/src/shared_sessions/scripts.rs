@@ -23,9 +23,10 @@ return 1
 
 /// Slide the TTL of the sessions used since the last pass, in one batch.
 ///
-/// KEYS: the records. ARGV: now (ms), ttl (ms), the zset key prefix, then the
-/// session ids in KEYS' order. Returns per record 1 (slid) or 0 (gone: deleted or
-/// expired; it is not recreated).
+/// KEYS: the records. ARGV: now (ms), ttl (ms), the zset key prefix, the
+/// tombstone key prefix, then the session ids in KEYS' order. Returns per record 1
+/// (slid), 0 (deleted: a tombstone), or -1 (missing: a Redis that restarted empty,
+/// or expired; not recreated here, the replica rewrites it).
 pub(super) const SLIDE: &str = r"
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -35,12 +36,14 @@ for i, key in ipairs(KEYS) do
     local caller = redis.call('HGET', key, 'caller')
     if caller then
       local set = ARGV[3] .. caller
-      redis.call('ZADD', set, ARGV[1], ARGV[3 + i])
+      redis.call('ZADD', set, ARGV[1], ARGV[4 + i])
       redis.call('PEXPIRE', set, ARGV[2])
     end
     out[i] = 1
-  else
+  elseif redis.call('EXISTS', ARGV[4] .. ARGV[4 + i]) == 1 then
     out[i] = 0
+  else
+    out[i] = -1
   end
 end
 return out
