@@ -32,6 +32,7 @@ mod pipeline;
 mod rate_limit;
 mod rate_limit_shared;
 mod replicas_modern;
+mod replicas;
 mod session_binding;
 mod session_lifetime;
 mod session_storage;

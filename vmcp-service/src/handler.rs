@@ -16,6 +16,7 @@ mod forward;
 mod mrtr;
 mod observe;
 mod optimizer;
+mod restored;
 mod workflow;
 mod workflow_state;
 
@@ -63,6 +64,8 @@ pub(crate) struct VmcpHandler {
     remote: Option<Arc<bridge::Remote>>,
     /// The optimizer's index of the current catalog (used when `optimizer` is set).
     optimizer: Arc<crate::optimizer::Optimizer>,
+    /// Sessions shared by replicas (`sessionStorage: redis`), see `restored`.
+    replicas: Option<Arc<crate::shared_sessions::SharedSessions>>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -115,6 +118,7 @@ impl VmcpHandler {
             parked: Arc::default(),
             remote: None,
             optimizer: Arc::default(),
+            replicas: None,
         }
     }
 
@@ -129,6 +133,15 @@ impl VmcpHandler {
         self.sealer = sealer;
         self.parked = parked;
         self.remote = remote;
+        self
+    }
+
+    /// This handler recording Legacy session state in `replicas`.
+    pub(crate) fn with_replicas(
+        mut self,
+        replicas: Option<Arc<crate::shared_sessions::SharedSessions>>,
+    ) -> Self {
+        self.replicas = replicas;
         self
     }
 
@@ -207,10 +220,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.sessions
-            .add_legacy(session_id(&ctx.extensions), ctx.peer, || {
-                admission::visibility(&ctx.extensions, &self.aggregator.catalog())
-            });
+        let session = session_id(&ctx.extensions);
+        self.sessions.add_legacy(session.clone(), ctx.peer, || {
+            admission::visibility(&ctx.extensions, &self.aggregator.catalog())
+        });
+        restored::reapply(self, &ctx.extensions, session.as_deref()).await;
     }
 
     #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
@@ -231,6 +245,7 @@ impl ServerHandler for VmcpHandler {
             ErrorData::invalid_request("resources/subscribe needs a session", None)
         })?;
         if self.sessions.subscribe(&session, &params.uri) {
+            restored::record_subscription(self, &session, &params.uri, true).await;
             // Subscribe the owning backend (only it: another, stalled one must not
             // hold this answer) before acknowledging, so an update the backend
             // sends after this answer is not missed.
@@ -264,6 +279,7 @@ impl ServerHandler for VmcpHandler {
         if !self.sessions.has_legacy(&session) {
             return Err(ErrorData::invalid_request("unknown session", None));
         }
+        restored::record_level(self, &session, params.level).await;
         self.log_levels.set(&self.sessions, session, params.level);
         Ok(())
     }
@@ -281,7 +297,9 @@ impl ServerHandler for VmcpHandler {
         // strangers there. A live session not registered yet (rmcp runs
         // `on_initialized` on its own task, so a fast client's next request can
         // overtake it) has nothing subscribed: there is nothing to remove.
-        self.sessions.unsubscribe(&session, &params.uri);
+        if self.sessions.unsubscribe(&session, &params.uri) {
+            restored::record_subscription(self, &session, &params.uri, false).await;
+        }
         Ok(())
     }
 

@@ -64,6 +64,7 @@ mod service;
 mod session_binding;
 mod session_lifetime;
 mod sessions;
+mod shared_sessions;
 pub mod status;
 mod status_view;
 mod templates;

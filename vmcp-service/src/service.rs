@@ -224,7 +224,7 @@ impl Vmcp {
             loopback_origins_only: config.allowed_origins.is_empty(),
             body_limit: config.max_request_body_bytes,
         };
-        let config = config
+        let mut config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
         // Sessions end by `operational.sessions` (session_lifetime), not by rmcp's
@@ -240,8 +240,24 @@ impl Vmcp {
             aggregator: Arc::downgrade(&self.aggregator),
         };
         tokio::spawn(sweep.run(self.shutdown.child_token()));
+        // With a shared Redis, sessions are recorded there and restored by any replica.
+        let replicas = self.store.clone().map(|store| {
+            crate::shared_sessions::SharedSessions::new(
+                store,
+                Arc::downgrade(&manager),
+                Arc::downgrade(&bindings),
+                Arc::downgrade(&self.sessions),
+                Arc::downgrade(&self.aggregator),
+            )
+        });
+        if let Some(replicas) = &replicas {
+            tokio::spawn(replicas.clone().run_passes(self.shutdown.child_token()));
+            config.session_store = Some(crate::shared_sessions::rmcp_store(replicas.clone()));
+        }
+        let handler = handler.with_replicas(replicas.clone());
         VmcpService::new(Shared {
             inner: StreamableHttpService::new(move || Ok(handler.clone()), manager.clone(), config),
+            replicas,
             bare,
             bindings,
             manager,

@@ -247,7 +247,7 @@ impl SessionBindings {
     }
 
     /// The message hashed for `identity`: anonymous callers share one binding.
-    fn message(identity: Option<&Identity>) -> Vec<u8> {
+    pub(crate) fn message(identity: Option<&Identity>) -> Vec<u8> {
         match identity.filter(|i| !i.is_anonymous()) {
             None => b"\x01anonymous".to_vec(),
             Some(identity) => {
@@ -348,6 +348,23 @@ impl SessionBindings {
             },
         );
         Admit::Bound { evicted: victim }
+    }
+
+    /// Bind a session another replica created, restored here after its record's
+    /// owner matched `identity` (the caps were counted where it was created).
+    pub(crate) fn adopt(&self, session: &str, identity: Option<&Identity>) {
+        let tag = hmac::sign(&self.key, &Self::message(identity));
+        let caller = self.caller_of(&tag, identity, None);
+        let now = Instant::now();
+        self.bound().entry(session.to_owned()).or_insert(Entry {
+            tag,
+            caller,
+            created: now,
+            last_seen: now,
+            calls: 0,
+            streams: 0,
+            closing: false,
+        });
     }
 
     /// Forget a session (deleted or expired).
