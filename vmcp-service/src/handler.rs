@@ -10,6 +10,7 @@ mod ask;
 mod bridge;
 mod caller;
 mod caller_key;
+mod code_mode;
 mod dispatch;
 mod elicit;
 mod forward;
@@ -304,6 +305,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        if name == crate::code_mode::EXECUTE_TOOL_SCRIPT
+            && crate::code_mode::enabled(&self.aggregator.config()).is_some()
+        {
+            return Some(crate::code_mode::tool());
+        }
         if self.aggregator.config().optimizer.is_some() && crate::optimizer::is_meta_tool(name) {
             return crate::optimizer::meta_tools()
                 .into_iter()
@@ -326,6 +332,11 @@ impl ServerHandler for VmcpHandler {
         let tools = match self.aggregator.config().optimizer {
             Some(_) => std::borrow::Cow::Owned(crate::optimizer::meta_tools()),
             None => admitted_tools(&ctx, &catalog),
+        };
+        // Code mode adds its tool (handler::code_mode).
+        let tools = match crate::code_mode::enabled(&self.aggregator.config()) {
+            Some(_) => self.with_script_tool(tools)?,
+            None => tools,
         };
         let (items, next) = page(
             &tools,
@@ -410,6 +421,12 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if params.name == crate::code_mode::EXECUTE_TOOL_SCRIPT
+            && let Some(code_mode) = crate::code_mode::enabled(&self.aggregator.config())
+        {
+            // Boxed: see below.
+            return Box::pin(self.call_script(&code_mode.clone(), params, &ctx)).await;
+        }
         if let Some(optimizer) = &self.aggregator.config().optimizer
             && crate::optimizer::is_meta_tool(&params.name)
         {
