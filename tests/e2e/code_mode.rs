@@ -251,17 +251,23 @@ async fn runaway_scripts_end_within_the_cap_and_memory_returns() {
     ];
     for (gw, source, expected) in cases {
         for mode in MODES {
+            // The client's own start and a trivial script, timed alike (the box
+            // may be loaded), so what is measured is the script's run.
+            let started = Instant::now();
+            let control = py_client(&gw.url(), mode, json!([script("return 1")])).await;
+            let control_elapsed = started.elapsed();
+            assert_eq!(returned(&control["results"][0]), 1);
             let started = Instant::now();
             let report = py_client(&gw.url(), mode, json!([script(source)])).await;
-            let elapsed = started.elapsed();
+            let elapsed = started.elapsed().saturating_sub(control_elapsed);
             let r = &report["results"][0];
             assert_eq!(r["isError"], true, "{mode} {source:?}: {r}");
             let text = r["text"].as_str().unwrap();
             assert!(text.starts_with("script error"), "{text}");
             assert!(text.contains(expected), "{mode} {source:?}: {text}");
-            // The 3 s cap, plus the Python client's own start (about a second).
+            // The 3 s cap, plus the stop's grace (1 s) and scheduling slack.
             assert!(
-                elapsed < Duration::from_secs(8),
+                elapsed < Duration::from_secs(6),
                 "{mode} {source:?}: {elapsed:?}"
             );
             let after = rss_returns(baseline, 40 << 20).await;
@@ -274,4 +280,43 @@ async fn runaway_scripts_end_within_the_cap_and_memory_returns() {
     // The gateway still answers.
     let report = py_client(&timed.url(), "legacy", json!([script("return 2")])).await;
     assert_eq!(returned(&report["results"][0]), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_tool_of_the_reserved_name_is_refused_loudly() {
+    let py = py_backend("py", &[]).await;
+    // The backend's echo advertised as execute_tool_script (unprefixed names).
+    let gw = gateway(config(&format!(
+        "backends:\n  - {{name: py, url: '{}'}}\naggregation:\n  conflictResolution: priority\n  \
+         conflictResolutionConfig: {{priorityOrder: [py]}}\n  tools:\n    - workload: py\n      \
+         overrides: {{echo: {{name: execute_tool_script}}}}\ncodeMode: {{enabled: true}}\n",
+        py.url
+    )))
+    .await;
+    assert!(
+        gw.vmcp
+            .aggregator()
+            .catalog()
+            .tool("execute_tool_script")
+            .is_some(),
+        "the override took effect"
+    );
+    for mode in MODES {
+        let report = py_client(
+            &gw.url(),
+            mode,
+            json!([{"op": "list_tools"}, script("return 1")]),
+        )
+        .await;
+        let r = &report["results"];
+        for refused in [&r[0], &r[1]] {
+            let message = refused["error"]["message"].as_str().unwrap_or_else(|| {
+                panic!("{mode}: refused, not served: {refused}");
+            });
+            assert!(
+                message.contains("backend \"py\" advertises a tool named \"execute_tool_script\""),
+                "{mode}: {message}"
+            );
+        }
+    }
 }
