@@ -10,6 +10,7 @@ mod authz_notify;
 mod authz_verbs;
 mod bounded_waits;
 mod bridge;
+mod code_mode;
 mod composite;
 mod conflicts;
 mod connections;

@@ -350,6 +350,7 @@ impl Aggregator {
             report.unresolved.clone_into(&mut unresolved);
             unresolved.extend(displaced);
         }
+        crate::code_mode::check_catalog(&config, &catalog);
         let catalog = Arc::new(catalog);
         let old = std::mem::replace(
             &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),

@@ -10,6 +10,7 @@ mod ask;
 mod bridge;
 mod caller;
 mod caller_key;
+mod code_mode;
 mod dispatch;
 mod elicit;
 mod forward;
@@ -340,6 +341,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
+        if name == crate::code_mode::EXECUTE_TOOL_SCRIPT
+            && crate::code_mode::enabled(&self.aggregator.config()).is_some()
+        {
+            return Some(crate::code_mode::tool());
+        }
         if let Some(meta) = self.optimizer_tool(name) {
             return Some(meta);
         }
@@ -357,6 +363,11 @@ impl ServerHandler for VmcpHandler {
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
         let tools = self.advertised_tools(&ctx, &catalog);
+        // Code mode adds its tool (handler::code_mode).
+        let tools = match crate::code_mode::enabled(&self.aggregator.config()) {
+            Some(_) => self.with_script_tool(tools)?,
+            None => tools,
+        };
         let (items, next) = page(
             &tools,
             |t| t.name.as_ref(),
@@ -440,6 +451,12 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if params.name == crate::code_mode::EXECUTE_TOOL_SCRIPT
+            && let Some(code_mode) = crate::code_mode::enabled(&self.aggregator.config())
+        {
+            // Boxed: see below.
+            return Box::pin(self.call_script(&code_mode.clone(), params, &ctx)).await;
+        }
         if self.optimizer_tool(&params.name).is_some() {
             // Boxed: see below.
             return Box::pin(self.call_optimizer(params, &ctx)).await;

@@ -40,6 +40,7 @@ pub mod backend;
 mod bare;
 mod caller_caps;
 pub mod catalog;
+mod code_mode;
 mod composite;
 pub mod config;
 mod connections;

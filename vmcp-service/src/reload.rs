@@ -76,6 +76,7 @@ pub(crate) fn build(
     .metrics_access(config.metrics_access())
     .provider(Arc::new(CatalogProvider(aggregator.clone())));
     builder = crate::optimizer::stacked(builder, aggregator);
+    builder = crate::code_mode::stacked(builder, config);
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);
     }

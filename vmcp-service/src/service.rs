@@ -481,6 +481,7 @@ impl Vmcp {
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
         let builder = crate::optimizer::stacked(builder, self.aggregator());
+        let builder = crate::code_mode::stacked(builder, &config);
         let stack = builder.build(self.service_with(http));
         self.aggregator
             .integrity()

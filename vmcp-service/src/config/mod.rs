@@ -20,6 +20,7 @@ mod parked;
 mod rate_limit;
 pub mod schema;
 mod sealing;
+mod script;
 mod session_storage;
 mod sessions;
 mod spelling;
@@ -61,6 +62,7 @@ pub use rate_limit::{
     SharedAndPerUser, ToolLimitConfig, VerbLimitsConfig,
 };
 pub use sealing::{MIN_SEALING_KEY_BYTES, SealingConfig, SealingKeys};
+pub use script::{CodeModeConfig, EXECUTE_TOOL_SCRIPT, ScriptLimits};
 pub use session_storage::{
     DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
 };
@@ -145,6 +147,10 @@ pub struct VmcpConfig {
     /// Token buckets per caller, tool, verb and backend (docs/rate-limiting.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limiting: Option<RateLimitingConfig>,
+    /// `execute_tool_script`: a Starlark script calling the caller's tools
+    /// (docs/code-mode.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_mode: Option<CodeModeConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
