@@ -76,7 +76,11 @@ pub(crate) fn build(
     .metrics_access(config.metrics_access())
     .provider(Arc::new(CatalogProvider(aggregator.clone())));
     builder = crate::optimizer::stacked(builder, aggregator);
-    builder = crate::code_mode::stacked(builder, config);
+    builder = crate::code_mode::stacked(
+        builder,
+        config,
+        crate::optimizer::request_rewrite(aggregator),
+    );
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);
     }

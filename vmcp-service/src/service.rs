@@ -481,7 +481,11 @@ impl Vmcp {
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
         let builder = crate::optimizer::stacked(builder, self.aggregator());
-        let builder = crate::code_mode::stacked(builder, &config);
+        let builder = crate::code_mode::stacked(
+            builder,
+            &config,
+            crate::optimizer::request_rewrite(self.aggregator()),
+        );
         let stack = builder.build(self.service_with(http));
         self.aggregator
             .integrity()

@@ -105,13 +105,14 @@ pub(crate) fn check_catalog(config: &VmcpConfig, catalog: &Catalog) {
 pub(crate) fn stacked(
     builder: vmcp_layers::stack::StackBuilder,
     config: &VmcpConfig,
+    optimizer: Arc<dyn vmcp_layers::rewrite::RequestRewrite>,
 ) -> vmcp_layers::stack::StackBuilder {
     if enabled(config).is_none() {
         return builder;
     }
-    let next: Option<Arc<dyn vmcp_layers::rewrite::RequestRewrite>> = config
-        .optimizer
-        .as_ref()
-        .map(|_| Arc::new(crate::optimizer::rewrite::OptimizerRewrite) as _);
-    builder.rewrite(Arc::new(rewrite::CodeModeRewrite { next }))
+    // The optimizer's rewrite is always installed (it follows the live config), so
+    // code mode's chains to it.
+    builder.rewrite(Arc::new(rewrite::CodeModeRewrite {
+        next: Some(optimizer),
+    }))
 }

@@ -19,8 +19,8 @@ mod outgoing;
 mod parked;
 mod rate_limit;
 pub mod schema;
-mod sealing;
 mod script;
+mod sealing;
 mod session_storage;
 mod sessions;
 mod spelling;
@@ -61,8 +61,8 @@ pub use rate_limit::{
     AnonymousKey, BackendLimitConfig, BucketConfig, BucketStoreKind, FailMode, RateLimitingConfig,
     SharedAndPerUser, ToolLimitConfig, VerbLimitsConfig,
 };
-pub use sealing::{MIN_SEALING_KEY_BYTES, SealingConfig, SealingKeys};
 pub use script::{CodeModeConfig, EXECUTE_TOOL_SCRIPT, ScriptLimits};
+pub use sealing::{MIN_SEALING_KEY_BYTES, SealingConfig, SealingKeys};
 pub use session_storage::{
     DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
 };

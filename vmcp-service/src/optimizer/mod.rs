@@ -126,7 +126,14 @@ pub(crate) fn stacked(
     builder: vmcp_layers::stack::StackBuilder,
     aggregator: &Arc<crate::aggregator::Aggregator>,
 ) -> vmcp_layers::stack::StackBuilder {
-    builder.rewrite(Arc::new(rewrite::OptimizerRewrite::new(aggregator.clone())))
+    builder.rewrite(request_rewrite(aggregator))
+}
+
+/// The optimizer's request rewrite (code mode chains to it).
+pub(crate) fn request_rewrite(
+    aggregator: &Arc<crate::aggregator::Aggregator>,
+) -> Arc<dyn vmcp_layers::rewrite::RequestRewrite> {
+    Arc::new(rewrite::OptimizerRewrite::new(aggregator.clone()))
 }
 
 /// Log, once at start, that the optimizer is on and which of its keys wait for the
