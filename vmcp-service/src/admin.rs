@@ -205,22 +205,35 @@ async fn document(
     Ok((store, doc))
 }
 
+/// A read request admitted, its query's filter checked and the store's document
+/// loaded; or the response refusing it.
+async fn read(
+    aggregator: &Aggregator,
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<(Filter, crate::integrity::PinDocument), Response> {
+    admit(aggregator, headers).map_err(IntoResponse::into_response)?;
+    let filter = Filter::from_query(query);
+    if let Err((status, message)) = filter.selection() {
+        return Err(error(status, message));
+    }
+    let (_, doc) = document(aggregator)
+        .await
+        .map_err(|(status, message)| error(status, message))?;
+    Ok((filter, doc))
+}
+
 async fn list(
     State(aggregator): State<Arc<Aggregator>>,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let filter = Filter::from_query(query.as_deref());
-    if let Err(refusal) = admit(&aggregator, &headers) {
-        return refusal.into_response();
-    }
-    let selection = match filter.selection() {
-        Ok(s) => s,
-        Err((status, message)) => return error(status, message),
+    let (filter, doc) = match read(&aggregator, &headers, query.as_deref()).await {
+        Ok(read) => read,
+        Err(refusal) => return refusal,
     };
-    let (_, doc) = match document(&aggregator).await {
-        Ok(d) => d,
-        Err((status, message)) => return error(status, message),
+    let Ok(selection) = filter.selection() else {
+        return error(StatusCode::BAD_REQUEST, "kind is tool, prompt or template");
     };
     let entries: Vec<_> = approval::rows(&doc, selection)
         .into_iter()
@@ -243,17 +256,12 @@ async fn diff(
     headers: HeaderMap,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let filter = Filter::from_query(query.as_deref());
-    if let Err(refusal) = admit(&aggregator, &headers) {
-        return refusal.into_response();
-    }
-    let selection = match filter.selection() {
-        Ok(s) => s,
-        Err((status, message)) => return error(status, message),
+    let (filter, doc) = match read(&aggregator, &headers, query.as_deref()).await {
+        Ok(read) => read,
+        Err(refusal) => return refusal,
     };
-    let (_, doc) = match document(&aggregator).await {
-        Ok(d) => d,
-        Err((status, message)) => return error(status, message),
+    let Ok(selection) = filter.selection() else {
+        return error(StatusCode::BAD_REQUEST, "kind is tool, prompt or template");
     };
     let pending: Vec<_> = approval::diffs(&doc, selection)
         .into_iter()

@@ -140,6 +140,19 @@ struct Entry {
 }
 
 impl Entry {
+    /// A session bound at `now`, with nothing in flight.
+    fn new(tag: hmac::Tag, caller: Caller, now: Instant) -> Self {
+        Self {
+            tag,
+            caller,
+            created: now,
+            last_seen: now,
+            calls: 0,
+            streams: 0,
+            closing: false,
+        }
+    }
+
     /// Whether `limits` retire this session at `now` (and it may be closed now).
     fn expired(&self, limits: &SessionLimits, now: Instant) -> bool {
         let idle = self.calls == 0
@@ -335,18 +348,7 @@ impl SessionBindings {
         if let Some(entry) = victim.as_ref().and_then(|id| bound.get_mut(id)) {
             entry.closing = true;
         }
-        bound.insert(
-            session.to_owned(),
-            Entry {
-                tag,
-                caller,
-                created: now,
-                last_seen: now,
-                calls: 0,
-                streams: 0,
-                closing: false,
-            },
-        );
+        bound.insert(session.to_owned(), Entry::new(tag, caller, now));
         Admit::Bound { evicted: victim }
     }
 
@@ -356,15 +358,9 @@ impl SessionBindings {
         let tag = hmac::sign(&self.key, &Self::message(identity));
         let caller = self.caller_of(&tag, identity, None);
         let now = Instant::now();
-        self.bound().entry(session.to_owned()).or_insert(Entry {
-            tag,
-            caller,
-            created: now,
-            last_seen: now,
-            calls: 0,
-            streams: 0,
-            closing: false,
-        });
+        self.bound()
+            .entry(session.to_owned())
+            .or_insert(Entry::new(tag, caller, now));
     }
 
     /// Forget a session (deleted or expired).
