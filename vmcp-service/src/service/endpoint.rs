@@ -171,6 +171,7 @@ where
                     in_use = Some(shared.bindings.enter(session, kind));
                     if let Some(replicas) = &shared.replicas {
                         replicas.touch(session);
+                        restore::fresh_stream(&mut req);
                     }
                 }
                 Verdict::Stranger => {
@@ -187,6 +188,7 @@ where
             return crate::Rewake::new(Box::pin(futures::future::ready(Ok(denied_response(body)))));
         }
         let deleting = in_use.is_some() && delete;
+        let creator = restore::creator(&shared, session.is_none(), &req);
         let bare = !crate::bare::behind_stack(&req);
         // Behind the stack the parse layer's request is the one parse; when bare, the
         // bare checks' parse is.
@@ -296,6 +298,13 @@ where
                             Admit::Bound { evicted: None } => {}
                             Admit::Bound {
                                 evicted: Some(evicted),
+                            } if shared.replicas.is_some() => {
+                                return Ok(
+                                    Box::pin(restore::no_room(&shared, &evicted, &created)).await
+                                );
+                            }
+                            Admit::Bound {
+                                evicted: Some(evicted),
                             } => {
                                 tracing::debug!(
                                     "closed an idle Legacy session of the caller holding the most to make room"
@@ -333,6 +342,7 @@ where
                                 identity.clone(),
                                 peer,
                                 &limits,
+                                creator,
                             ))
                             .await
                         {
