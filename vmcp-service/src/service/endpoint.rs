@@ -198,6 +198,15 @@ where
             .cloned();
         // The session the fast path may answer for: bound to this caller and held.
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
+        // An owner's answer to a server→client request: maybe another replica asked.
+        if let (Some(replicas), Some(session), Some(answer)) = (
+            &shared.replicas,
+            session.as_ref().filter(|_| in_use.is_some()),
+            stacked.as_deref().and_then(restore::answer),
+        ) {
+            let (replicas, session) = (replicas.clone(), session.clone());
+            tokio::spawn(async move { replicas.publish_answer(&session, answer).await });
+        }
         // rmcp's `handle` and the session close are boxed where they are awaited: the
         // fast path's requests need neither, and this future is moved once per
         // request (8 KiB with them inline).

@@ -1,14 +1,23 @@
-//! A Legacy session's subscriptions, told to every replica holding a copy.
+//! What one replica tells the others about a Legacy session it does not hold
+//! alone, on `<keyPrefix>session-changes` (Redis pub/sub, as parked-call routing).
 //!
-//! Behind a round-robin balancer a session's `resources/subscribe` and its GET
-//! stream land on different replicas. Each replica subscribes its own backend
-//! connections and delivers `resources/updated` to the streams it holds, so the
-//! replica with the stream must learn of a subscription another replica took.
-//! The one that took it publishes the change on `<keyPrefix>session-changes`
-//! (after the record has it); every other replica holding the session applies it
-//! to its copy and re-subscribes its backends. A replica that restores the
-//! session later reads the record instead. Redis is inside the replicas' trust
-//! boundary: a message names a session id and a URI, nothing of the caller.
+//! Behind a round-robin balancer a session's requests, its GET stream and a
+//! call's server→client request land on different replicas:
+//! - **Subscriptions.** Each replica subscribes its own backend connections and
+//!   delivers `resources/updated` to the streams it holds, so the replica with the
+//!   stream must learn of a subscription another replica took. The one that took
+//!   it publishes the change (after the record has it); every other replica
+//!   holding the session applies it to its copy and re-subscribes its backends. A
+//!   replica that restores the session later reads the record instead.
+//! - **Answers.** A backend's elicitation, sampling or roots request during a call
+//!   on replica A goes to the client on the call's own stream; the client's POST
+//!   with the answer may reach replica B. B (after the owner check) publishes the
+//!   JSON-RPC response; every other replica holding the session hands it to its
+//!   copy, where the one waiting for it (A) completes the call, and the others
+//!   drop it as a response to nothing they asked.
+//!
+//! Redis is inside the replicas' trust boundary: a message names a session id
+//! and carries a URI or the client's answer, nothing of the caller's identity.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,15 +32,25 @@ use crate::redis_store::StoreError;
 /// Pause between attempts to subscribe again while Redis is away.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_millis(500);
 
-/// One subscription change of a session.
+/// One message about a session.
 #[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Change {
-    /// The replica that took it (which ignores its own message).
-    pub(super) from: String,
-    pub(super) session: String,
-    pub(super) uri: String,
-    /// Subscribed (`true`) or unsubscribed.
-    pub(super) on: bool,
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub(super) enum Change {
+    /// `uri` (un)subscribed.
+    Subscription {
+        /// The replica that sent it (which ignores its own message).
+        from: String,
+        session: String,
+        uri: String,
+        /// Subscribed (`true`) or unsubscribed.
+        on: bool,
+    },
+    /// The client's JSON-RPC response to a server→client request.
+    Answer {
+        from: String,
+        session: String,
+        message: serde_json::Value,
+    },
 }
 
 impl SharedSessions {
@@ -41,13 +60,28 @@ impl SharedSessions {
 
     /// Tell the other replicas that `session` (un)subscribed `uri`.
     pub(super) async fn publish_change(&self, session: &str, uri: &str, on: bool) {
-        let change = Change {
+        self.publish(&Change::Subscription {
             from: self.replica.clone(),
             session: session.to_owned(),
             uri: uri.to_owned(),
             on,
-        };
-        let Ok(body) = serde_json::to_vec(&change) else {
+        })
+        .await;
+    }
+
+    /// Hand the client's answer `message` (a JSON-RPC response, its caller checked
+    /// as `session`'s owner) to the other replicas holding `session`.
+    pub(crate) async fn publish_answer(&self, session: &str, message: serde_json::Value) {
+        self.publish(&Change::Answer {
+            from: self.replica.clone(),
+            session: session.to_owned(),
+            message,
+        })
+        .await;
+    }
+
+    async fn publish(&self, change: &Change) {
+        let Ok(body) = serde_json::to_vec(change) else {
             return;
         };
         let channel = self.changes_channel();
@@ -60,37 +94,70 @@ impl SharedSessions {
                     .await
             })
             .await;
-        match sent {
-            Ok(replicas) => tracing::debug!(replicas, "told a subscription change"),
-            Err(e) => {
-                tracing::debug!(error = %e, "a subscription change was not told to the other replicas")
-            }
+        if let Err(e) = sent {
+            tracing::debug!(error = %e, "a session change was not told to the other replicas");
         }
     }
 
-    /// Apply another replica's change to this replica's copy of the session, if it
-    /// holds one (its backends follow through the subscription sync).
-    fn apply(&self, change: Change) {
-        if change.from == self.replica {
-            return;
+    /// Apply another replica's message to this replica's copy of the session, if
+    /// it holds one.
+    async fn apply(&self, change: Change) {
+        match change {
+            Change::Subscription {
+                from,
+                session,
+                uri,
+                on,
+            } if from != self.replica => self.apply_subscription(&session, &uri, on),
+            Change::Answer {
+                from,
+                session,
+                message,
+            } if from != self.replica => self.apply_answer(&session, message).await,
+            _ => {}
         }
+    }
+
+    /// Its backends follow through the subscription sync.
+    fn apply_subscription(&self, session: &str, uri: &str, on: bool) {
         let Some(sessions) = self.sessions.upgrade() else {
             return;
         };
-        let known = if change.on {
-            sessions.subscribe(&change.session, &change.uri)
+        let known = if on {
+            sessions.subscribe(session, uri)
         } else {
-            sessions.unsubscribe(&change.session, &change.uri)
+            sessions.unsubscribe(session, uri)
         };
-        tracing::debug!(known, "applied another replica's subscription change");
         if known {
-            self.edit(&change.session, |r| {
-                if change.on {
-                    r.subscriptions.insert(change.uri.clone())
+            self.edit(session, |r| {
+                if on {
+                    r.subscriptions.insert(uri.to_owned())
                 } else {
-                    r.subscriptions.remove(&change.uri)
+                    r.subscriptions.remove(uri)
                 }
             });
+        }
+    }
+
+    async fn apply_answer(&self, session: &str, message: serde_json::Value) {
+        use rmcp::transport::streamable_http_server::session::SessionManager as _;
+        if !self.held().contains_key(session) {
+            return;
+        }
+        let (Some(manager), Ok(message)) = (
+            self.manager.upgrade(),
+            serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message),
+        ) else {
+            return;
+        };
+        if !matches!(
+            message,
+            rmcp::model::JsonRpcMessage::Response(_) | rmcp::model::JsonRpcMessage::Error(_)
+        ) {
+            return;
+        }
+        if let Err(e) = manager.accept_message(&session.into(), message).await {
+            tracing::debug!(error = %e, "another replica's answer found no session here");
         }
     }
 
@@ -119,7 +186,7 @@ impl SharedSessions {
                                 Some(msg) => {
                                     let Some(me) = this.upgrade() else { return };
                                     match serde_json::from_slice::<Change>(msg.get_payload_bytes()) {
-                                        Ok(change) => me.apply(change),
+                                        Ok(change) => me.apply(change).await,
                                         Err(_) => tracing::warn!("an unreadable session change was ignored"),
                                     }
                                 }
@@ -145,16 +212,30 @@ mod tests {
 
     #[test]
     fn a_change_crosses_the_wire_unchanged() {
-        let change = Change {
+        let change = Change::Subscription {
             from: "r1".into(),
             session: "s".into(),
             uri: "demo://a".into(),
             on: true,
         };
-        let back: Change = serde_json::from_slice(&serde_json::to_vec(&change).unwrap()).unwrap();
-        assert_eq!(
-            (back.from, back.session, back.uri, back.on),
-            ("r1".into(), "s".into(), "demo://a".into(), true)
+        let wire = serde_json::to_value(&change).unwrap();
+        assert_eq!(wire["kind"], "subscription");
+        let back: Change = serde_json::from_value(wire).unwrap();
+        assert!(
+            matches!(back, Change::Subscription { on: true, ref uri, .. } if uri == "demo://a")
+        );
+        let answer = Change::Answer {
+            from: "r2".into(),
+            session: "s".into(),
+            message: serde_json::json!({"jsonrpc": "2.0", "id": 0, "result": {"action": "decline"}}),
+        };
+        let back: Change = serde_json::from_slice(&serde_json::to_vec(&answer).unwrap()).unwrap();
+        let Change::Answer { message, .. } = back else {
+            panic!("an answer");
+        };
+        assert!(
+            serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(message).is_ok(),
+            "an answer reads as the client's JSON-RPC response"
         );
     }
 }

@@ -161,3 +161,16 @@ async fn initialized_here(shared: &Shared, session: &str, mut creator: http::req
         tracing::debug!(error = %e, "a new shared session was not registered here");
     }
 }
+
+/// The JSON-RPC response a client POSTed (an answer to a server→client request),
+/// rebuilt from the parse, to hand to the other replicas (`shared_sessions`).
+pub(super) fn answer(parsed: &vmcp_layers::ParsedMcpRequest) -> Option<serde_json::Value> {
+    if !parsed.method.is_empty() {
+        return None;
+    }
+    let id = parsed.id.clone()?;
+    let (key, value) = ["result", "error"]
+        .into_iter()
+        .find_map(|key| parsed.rest.get(key).map(|v| (key, v.clone())))?;
+    Some(serde_json::json!({"jsonrpc": "2.0", "id": id, key: value}))
+}
