@@ -1,13 +1,17 @@
-//! A Legacy backend's elicitation during a call on replica A, answered by a Legacy
-//! client whose answering POST reaches replica B (as a round-robin balancer sends
-//! it): B hands the answer to A over Redis (`shared_sessions::changes`) and A
-//! completes the call. Two in-process gateways, one real redis-server, the real
-//! server-everything (Legacy-only) behind them; the client is raw HTTP, so which
+//! A Legacy session's traffic split over two replicas, as a round-robin balancer
+//! splits it. A backend's elicitation during a call on replica A, answered by a
+//! POST that reaches replica B: B hands the answer to A over Redis
+//! (`shared_sessions::changes`) and A completes the call. A GET stream opened on
+//! the replica that did not take the subscription: it restores the session, its
+//! backend is subscribed again, and the stream gets `resources/updated` and
+//! `tools/list_changed`. Two in-process gateways, one real redis-server, real
+//! backends (server-everything, the demo); the client is raw HTTP, so which
 //! replica gets which request is the test's choice.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use vmcp_examples::demo::{DemoList, DemoSpec, spawn};
 use vmcp_tests::redis::RedisServer;
 use vmcp_tests::stacked::stacked_gateway;
 use vmcp_tests::{EverythingMode, config, everything};
@@ -133,4 +137,99 @@ async fn an_elicitation_answered_on_another_replica_completes_the_call() {
         "the backend got the answer given on B: {done}"
     );
     assert_ne!(done["result"]["isError"], true, "{done}");
+}
+
+/// Open a Legacy session on `url` (client capabilities `caps`): its id.
+async fn open(url: &str, caps: Value) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": caps,
+        "clientInfo": {"name": "split", "version": "1"}}});
+    let response = post(url, None, &init).send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let _ = response.text().await;
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let status = post(url, Some(&session), &initialized)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 202);
+    session
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_on_the_other_replica_gets_the_sessions_notifications() {
+    let demo = spawn(
+        DemoSpec {
+            resources: vec!["sub://one".into()],
+            ..DemoSpec::new("d", &["add"])
+        },
+        0,
+    )
+    .await
+    .unwrap();
+    let redis = RedisServer::start().await;
+    let yaml = format!(
+        "backends: [{{name: d, url: '{}'}}]\nsessionStorage: {{provider: redis, address: '{}', keyPrefix: 'st:'}}\n",
+        demo.url(),
+        redis.address()
+    );
+    let (a, b) = (
+        stacked_gateway(config(&yaml)).await,
+        stacked_gateway(config(&yaml)).await,
+    );
+    let session = open(&a.url(), json!({})).await;
+    let subscribe = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+        "params": {"uri": "sub://one"}});
+    let response = post(&a.url(), Some(&session), &subscribe)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "subscribed on A");
+    let _ = response.text().await;
+    let control = demo.control().clone();
+    assert!(
+        vmcp_tests::eventually(|| control.listening_to("sub://one") == 1).await,
+        "A subscribed its backend"
+    );
+
+    // The GET stream goes to B, which never saw the session: restored there, with
+    // the subscription, and B's backend subscribed too.
+    let response = reqwest::Client::new()
+        .get(b.url())
+        .header("Accept", "text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "B opens the stream");
+    let mut events = Events {
+        response,
+        buffer: String::new(),
+    };
+    assert!(
+        vmcp_tests::eventually(|| control.listening_to("sub://one") == 2).await,
+        "B subscribed its backend for the restored session"
+    );
+    control.resource_updated("sub://one").await;
+    let updated = loop {
+        let message = events.next().await;
+        if message["method"] == "notifications/resources/updated" {
+            break message;
+        }
+    };
+    assert_eq!(updated["params"]["uri"], "sub://one");
+    control
+        .change(DemoList::Tools, |spec| spec.tools.push("sub".into()))
+        .await;
+    loop {
+        if events.next().await["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
 }
