@@ -75,23 +75,7 @@ async fn an_elicitation_answered_on_another_replica_completes_the_call() {
         stacked_gateway(config(&yaml)).await,
     );
 
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
-        "clientInfo": {"name": "asked-elsewhere", "version": "1"}}});
-    let response = post(&a.url(), None, &init).send().await.unwrap();
-    assert_eq!(response.status(), 200);
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let _ = response.text().await;
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let status = post(&a.url(), Some(&session), &initialized)
-        .send()
-        .await
-        .unwrap()
-        .status();
-    assert_eq!(status, 202);
+    let session = open(&a.url(), json!({"elicitation": {}})).await;
 
     // The call runs on A; its elicitation comes on the call's stream.
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
