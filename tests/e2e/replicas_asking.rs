@@ -4,7 +4,7 @@
 //! (`shared_sessions::changes`) and A completes the call. A GET stream opened on
 //! the replica that did not take the subscription: it restores the session, its
 //! backend is subscribed again, and the stream gets `resources/updated` and
-//! `tools/list_changed`. Two in-process gateways, one real redis-server, real
+//! `tools/list_changed`; the log level set on A holds on B. Two in-process gateways, one real redis-server, real
 //! backends (server-everything, the demo); the client is raw HTTP, so which
 //! replica gets which request is the test's choice.
 
@@ -216,4 +216,74 @@ async fn a_stream_on_the_other_replica_gets_the_sessions_notifications() {
             break;
         }
     }
+}
+
+/// The log level set on A holds on B, which restores the session from its record
+/// when the session's GET stream opens there: a call on B relays the backend's
+/// logs at that level (a session without a level gets none; `info` gets the info
+/// logs and not the debug ones, each step logging debug before info).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_level_set_on_one_replica_holds_on_another() {
+    let py = vmcp_tests::py_backend("py", &["--forwarding-tools"]).await;
+    let redis = RedisServer::start().await;
+    let yaml = format!(
+        "backends: [{{name: py, url: '{}'}}]\nsessionStorage: {{provider: redis, address: '{}', keyPrefix: 'lv:'}}\n",
+        py.url,
+        redis.address()
+    );
+    let (a, b) = (
+        stacked_gateway(config(&yaml)).await,
+        stacked_gateway(config(&yaml)).await,
+    );
+    let session = open(&a.url(), json!({})).await;
+    let set = json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel",
+        "params": {"level": "info"}});
+    let response = post(&a.url(), Some(&session), &set).send().await.unwrap();
+    assert_eq!(response.status(), 200, "setLevel on A");
+    let _ = response.text().await;
+
+    // Logs go to the session's GET stream: opened on B (restoring the session).
+    let response = reqwest::Client::new()
+        .get(b.url())
+        .header("Accept", "text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Mcp-Session-Id", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "B opens the stream");
+    let mut stream = Events {
+        response,
+        buffer: String::new(),
+    };
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "py_steps", "arguments": {"count": 2, "tag": "lv"}}});
+    let response = post(&b.url(), Some(&session), &call).send().await.unwrap();
+    assert_eq!(response.status(), 200, "the call on B");
+    let mut answer = Events {
+        response,
+        buffer: String::new(),
+    };
+    loop {
+        let message = answer.next().await;
+        if message["id"] == 2 {
+            assert_ne!(message["result"]["isError"], true, "{message}");
+            break;
+        }
+    }
+    let mut logs = Vec::new();
+    while !logs.iter().any(|l: &String| l.contains("lv info 2")) {
+        let message = stream.next().await;
+        if message["method"] == "notifications/message" {
+            logs.push(message["params"]["data"].to_string());
+        }
+    }
+    assert!(
+        logs.iter().any(|l| l.contains("lv info 1")),
+        "info logs relayed: {logs:?}"
+    );
+    assert!(
+        !logs.iter().any(|l| l.contains("debug")),
+        "no debug log at info: {logs:?}"
+    );
 }
