@@ -54,6 +54,17 @@ listen stats
     text
 }
 
+/// One replica as HAProxy sees it.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// `UP`, `DOWN`, …
+    pub status: String,
+    /// Requests and streams it serves now (`scur`).
+    pub current: u64,
+    /// Requests it was given so far (`stot`).
+    pub total: u64,
+}
+
 /// A running `haproxy` (killed on drop).
 pub struct HaProxy {
     port: u16,
@@ -110,12 +121,18 @@ impl HaProxy {
 
     /// The balanced MCP endpoint.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
+        self.at("/mcp")
     }
 
-    /// Each replica's state (`UP`, `DOWN`, …) and current sessions, from the
+    /// `path` through the balancer.
+    pub fn at(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Each replica's state (`UP`, `DOWN`, …), current sessions (requests and
+    /// streams in flight) and total sessions (requests it was given), from the
     /// stats CSV, in `server` order.
-    pub async fn servers(&self) -> Vec<(String, u64)> {
+    pub async fn servers(&self) -> Vec<Server> {
         let url = format!("http://127.0.0.1:{}/stats;csv", self.stats_port);
         let text = reqwest::get(url)
             .await
@@ -131,16 +148,21 @@ impl HaProxy {
             .split(',')
             .collect();
         let column = |name: &str| header.iter().position(|h| *h == name).expect("a column");
-        let (px, sv, scur, status) = (
+        let (px, sv, scur, stot, status) = (
             column("pxname"),
             column("svname"),
             column("scur"),
+            column("stot"),
             column("status"),
         );
         lines
             .map(|l| l.split(',').collect::<Vec<_>>())
             .filter(|f| f.len() > status && f[px] == "vmcp" && f[sv].starts_with("vmcp"))
-            .map(|f| (f[status].to_owned(), f[scur].parse().unwrap_or(0)))
+            .map(|f| Server {
+                status: f[status].to_owned(),
+                current: f[scur].parse().unwrap_or(0),
+                total: f[stot].parse().unwrap_or(0),
+            })
             .collect()
     }
 
@@ -152,7 +174,7 @@ impl HaProxy {
                 .servers()
                 .await
                 .iter()
-                .filter(|(s, _)| s.starts_with("UP"))
+                .filter(|s| s.status.starts_with("UP"))
                 .count();
             if up >= count {
                 return;

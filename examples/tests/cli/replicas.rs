@@ -1,7 +1,8 @@
 //! Three `vmcp serve` processes behind a real HAProxy (round-robin, no
 //! stickiness), sharing one real redis-server, with real JWTs. The Python SDK
 //! client's Legacy session is served by all three; the replica holding its GET
-//! stream is SIGKILLed and the client goes on (its stream reconnects to another
+//! stream is SIGKILLed while it runs a slow call of the client: that call fails
+//! with an error, and the client goes on (its stream reconnects to another
 //! replica, which delivers `resources/updated`), without a new `initialize`.
 //! Another subject cannot use the session on any replica, the per-caller cap holds
 //! across replicas, the record's TTL slides (`PTTL`). The balancer's
@@ -86,7 +87,7 @@ async fn three_replicas_behind_haproxy_serve_one_session_through_a_kill() {
     let token = |subject: &str| key.sign(&idp.claims(subject, json!({})));
     let (alice, bob) = (token("alice"), token("bob"));
     let redis = RedisServer::start().await;
-    let py = py_backend("py", &[]).await;
+    let py = py_backend("py", &["--forwarding-tools"]).await;
     let demo = spawn(
         DemoSpec {
             resources: vec!["sub://one".into(), "sub://two".into()],
@@ -130,6 +131,8 @@ async fn three_replicas_behind_haproxy_serve_one_session_through_a_kill() {
         json!({"op": "signal", "path": at("subscribed")}),
         json!({"op": "wait_notification", "method": UPDATED, "uri": "sub://one", "timeout": 20}),
         json!({"op": "signal", "path": at("heard-one")}),
+        json!({"op": "wait_file", "path": at("slow-go"), "timeout": 60}),
+        json!({"op": "call_tool", "name": "py_slow", "arguments": {"tag": "inflight", "seconds": 8}}),
         json!({"op": "wait_file", "path": at("killed"), "timeout": 60}),
         json!({"op": "wait_notification", "method": UPDATED, "uri": "sub://two", "timeout": 20}),
         json!({"op": "signal", "path": at("heard-two")}),
@@ -221,30 +224,42 @@ async fn three_replicas_behind_haproxy_serve_one_session_through_a_kill() {
     };
     heard("heard-one", "sub://one").await;
 
-    // SIGKILL the replica holding the client's GET stream (its one open stream).
+    // SIGKILL the replica holding the client's GET stream (its one open stream)
+    // while it runs a slow call of the client: round-robin is steered with
+    // requests of our own until the replica before it got the last one.
     let servers = proxy.servers().await;
-    let streaming: Vec<usize> = (0..servers.len()).filter(|i| servers[*i].1 > 0).collect();
+    let streaming: Vec<usize> = (0..servers.len())
+        .filter(|i| servers[*i].current > 0)
+        .collect();
     assert_eq!(
         streaming.len(),
         1,
         "one replica holds the GET stream: {servers:?}"
     );
     let victim = streaming[0];
+    let before_victim = (victim + servers.len() - 1) % servers.len();
+    for _ in 0..servers.len() {
+        let totals: Vec<u64> = proxy.servers().await.iter().map(|s| s.total).collect();
+        let status = reqwest::get(proxy.at("/health")).await.unwrap().status();
+        assert_eq!(status, 200);
+        let after: Vec<u64> = proxy.servers().await.iter().map(|s| s.total).collect();
+        if after[before_victim] > totals[before_victim] {
+            break;
+        }
+    }
+    std::fs::write(dir.join("slow-go"), "1").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while proxy.servers().await[victim].current < 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slow call runs on the GET stream's replica: {:?}",
+            proxy.servers().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let mut dead = replicas[victim].take().unwrap();
     let _ = dead.child.start_kill();
     let _ = dead.child.wait().await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let servers = proxy.servers().await;
-        if (0..servers.len()).any(|i| i != victim && servers[i].1 > 0) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the GET stream reconnected to another replica: {servers:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
     std::fs::write(dir.join("killed"), "1").unwrap();
     // Never sent before the kill: only a replica alive now can deliver it.
     heard("heard-two", "sub://two").await;
@@ -262,7 +277,7 @@ async fn three_replicas_behind_haproxy_serve_one_session_through_a_kill() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The two survivors served the six calls after the kill; still the one session.
+    // The two survivors served the calls after the kill; still the one session.
     let mut after = Vec::new();
     for (i, server) in replicas.iter().enumerate() {
         if let Some(server) = server {
@@ -288,15 +303,21 @@ async fn three_replicas_behind_haproxy_serve_one_session_through_a_kill() {
     let report: Value = serde_json::from_slice(&out.stdout).expect("the client's JSON report");
     let results = report["results"].as_array().expect("results");
     assert_eq!(report["protocol"], "2025-11-25");
-    assert_eq!(results.len(), 23, "{report}");
-    let calls: Vec<&Value> = results[..6].iter().chain(&results[15..21]).collect();
+    assert_eq!(results.len(), 25, "{report}");
+    let calls: Vec<&Value> = results[..6].iter().chain(&results[17..23]).collect();
     for (call, n) in calls.iter().zip((1..=6).chain(10..16)) {
         assert_eq!(call["isError"], false, "{report}");
         assert_eq!(call["text"], (n + 1).to_string(), "{report}");
     }
+    // Only the call in flight on the killed replica failed, with an error (and
+    // the client went on).
+    let message = results[12]["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.is_empty(), "a clean error: {report}");
+    eprintln!("the call in flight at the kill: {message}");
+    let others = results.iter().enumerate().filter(|(i, _)| *i != 12);
     assert!(
-        results.iter().all(|r| r.get("error").is_none()),
-        "nothing failed (no call was in flight at the kill): {report}"
+        others.clone().all(|(_, r)| r.get("error").is_none()),
+        "nothing else failed: {report}"
     );
 
     // The client closed the session it opened (its DELETE left the tombstone).
