@@ -188,7 +188,6 @@ where
             return crate::Rewake::new(Box::pin(futures::future::ready(Ok(denied_response(body)))));
         }
         let deleting = in_use.is_some() && delete;
-        let creator = restore::creator(&shared, session.is_none(), &req);
         let bare = !crate::bare::behind_stack(&req);
         // Behind the stack the parse layer's request is the one parse; when bare, the
         // bare checks' parse is.
@@ -196,6 +195,7 @@ where
             .extensions()
             .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
             .cloned();
+        let creator = restore::creator(&shared, session.is_none(), stacked.as_deref(), &req);
         // The session the fast path may answer for: bound to this caller and held.
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
         // An owner's answer to a server→client request: maybe another replica asked.

@@ -118,13 +118,20 @@ pub(super) fn fresh_stream<B>(req: &mut http::Request<B>) {
 }
 
 /// What a request that may create a session carries (its headers and its
-/// caller's extensions), kept with shared sessions for [`initialized_here`].
+/// caller's extensions), kept with shared sessions for [`initialized_here`]. Only
+/// an `initialize` (or, unparsed, any sessionless POST): Modern requests are
+/// sessionless too, and their path pays nothing for this.
 pub(super) fn creator<B>(
     shared: &Shared,
     sessionless: bool,
+    parsed: Option<&vmcp_layers::ParsedMcpRequest>,
     req: &http::Request<B>,
 ) -> Option<http::request::Parts> {
-    if shared.replicas.is_none() || !sessionless || req.method() != http::Method::POST {
+    if shared.replicas.is_none()
+        || !sessionless
+        || req.method() != http::Method::POST
+        || parsed.is_some_and(|p| p.method != "initialize")
+    {
         return None;
     }
     let mut copy = http::Request::new(());
