@@ -35,6 +35,23 @@ struct Events {
 }
 
 impl Events {
+    /// The Legacy GET stream of `session` on `url`.
+    async fn get(url: &str, session: &str) -> Self {
+        let response = reqwest::Client::new()
+            .get(url)
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .header("Mcp-Session-Id", session)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "the GET stream opens");
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
     async fn next(&mut self) -> Value {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         loop {
@@ -183,19 +200,7 @@ async fn a_stream_on_the_other_replica_gets_the_sessions_notifications() {
 
     // The GET stream goes to B, which never saw the session: restored there, with
     // the subscription, and B's backend subscribed too.
-    let response = reqwest::Client::new()
-        .get(b.url())
-        .header("Accept", "text/event-stream")
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .header("Mcp-Session-Id", &session)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "B opens the stream");
-    let mut events = Events {
-        response,
-        buffer: String::new(),
-    };
+    let mut events = Events::get(&b.url(), &session).await;
     assert!(
         vmcp_tests::eventually(|| control.listening_to("sub://one") == 2).await,
         "B subscribed its backend for the restored session"
@@ -243,19 +248,7 @@ async fn the_log_level_set_on_one_replica_holds_on_another() {
     let _ = response.text().await;
 
     // Logs go to the session's GET stream: opened on B (restoring the session).
-    let response = reqwest::Client::new()
-        .get(b.url())
-        .header("Accept", "text/event-stream")
-        .header("MCP-Protocol-Version", "2025-11-25")
-        .header("Mcp-Session-Id", &session)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), 200, "B opens the stream");
-    let mut stream = Events {
-        response,
-        buffer: String::new(),
-    };
+    let mut stream = Events::get(&b.url(), &session).await;
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "py_steps", "arguments": {"count": 2, "tag": "lv"}}});
     let response = post(&b.url(), Some(&session), &call).send().await.unwrap();
