@@ -68,7 +68,10 @@ pub struct DemoBackend {
 #[derive(Debug, Default)]
 struct Hub {
     legacy: std::sync::Mutex<Vec<rmcp::Peer<RoleServer>>>,
-    modern: std::sync::Mutex<Vec<rmcp::service::SubscriptionSink>>,
+    /// Keyed by registration: a sink's own id is only unique within its
+    /// connection, and several gateways (replicas) listen at once.
+    modern: std::sync::Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
+    registered: std::sync::atomic::AtomicU64,
     sent: std::sync::atomic::AtomicU64,
     /// URIs Legacy clients (the gateway) are subscribed to.
     subscribed: std::sync::Mutex<std::collections::BTreeSet<String>>,
@@ -217,17 +220,21 @@ impl ServerHandler for DemoBackend {
 
     async fn listen(&self, ctx: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
         let sink = ctx.sink().clone();
+        let key = self
+            .hub
+            .registered
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.hub
             .modern
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(sink.clone());
+            .push((key, sink));
         ctx.cancelled().await;
         self.hub
             .modern
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|s| s.id() != sink.id());
+            .retain(|(k, _)| *k != key);
         Ok(())
     }
 

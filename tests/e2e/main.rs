@@ -33,6 +33,7 @@ mod pipeline;
 mod rate_limit;
 mod rate_limit_shared;
 mod replicas;
+mod replicas_asking;
 mod replicas_modern;
 mod session_binding;
 mod session_lifetime;

@@ -147,7 +147,7 @@ async fn two_replicas_share_one_budget_through_redis() {
 }
 
 /// Redis dies: `failMode: open` (default) serves and counts the store error;
-/// `failMode: closed` refuses with 429 and its `/readyz` says not ready.
+/// `failMode: closed` refuses with 429; `/readyz` says not ready on both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_redis_fails_open_or_closed_as_configured() {
     let logs = Captured::install();
@@ -164,8 +164,8 @@ async fn a_dead_redis_fails_open_or_closed_as_configured() {
         eventually(|| !store.is_up() && !closed_store.is_up()).await,
         "both probes see Redis die"
     );
-    // Not ready only where requests need Redis (closed); the open replica serves.
-    for (gw, code) in [(&open, 200), (&closed, 503)] {
+    // Not ready on both while the shared store is down; the open replica serves.
+    for (gw, code) in [(&open, 503), (&closed, 503)] {
         let (addr, _stop) = vmcp_tests::serve_on_loopback(gw.vmcp.status_router()).await;
         let answer = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
         assert_eq!(answer.status().as_u16(), code);

@@ -259,25 +259,78 @@ async fn the_records_ttl_slides_with_use() {
     assert!(last_used.parse::<u64>().is_ok(), "{last_used}");
 }
 
-/// Redis killed: the session a replica holds keeps working, a new one is served
-/// locally; Redis restarted: the new session's record is written by the pass and
-/// the other replica restores it.
+/// Redis killed under load: `/readyz` flips to 503 on both replicas, the session a
+/// replica holds keeps working (every call of a steady stream of them answered),
+/// a new one is served locally; Redis restarted: ready again, the new session's
+/// record is written by the pass and the other replica restores it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sessions_outlive_a_redis_outage_and_catch_up_after() {
     let mut set = Replicas::start(2, "{}").await;
     let alice = set.token("alice");
     let held = open(&set.url(0), &alice).await;
     let store = set.gateways[0].vmcp.shared_store().unwrap().clone();
+    let other = set.gateways[1].vmcp.shared_store().unwrap().clone();
+    let mut status = Vec::new();
+    for gw in &set.gateways {
+        status.push(vmcp_tests::serve_on_loopback(gw.vmcp.status_router()).await);
+    }
+    let readyz = |i: usize| {
+        let url = format!("http://{}/readyz", status[i].0);
+        async move {
+            reqwest::get(url)
+                .await
+                .expect("GET /readyz")
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!((readyz(0).await, readyz(1).await), (200, 200));
+    // The load: calls on the held session, one after another, until told to stop.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let load = tokio::spawn({
+        let (url, token, session, stop) = (set.url(0), alice.clone(), held.clone(), stop.clone());
+        async move {
+            let mut answered = Vec::new();
+            let mut id = 100u64;
+            while !stop.is_cancelled() {
+                let (status, text, _) =
+                    raw(Method::POST, &url, &token, Some(&session), call(id, 1)).await;
+                answered.push((status, text.contains("\"isError\":false")));
+                id += 1;
+            }
+            answered
+        }
+    });
     set.redis.kill().await;
+    assert!(vmcp_tests::eventually(|| !store.is_up() && !other.is_up()).await);
+    assert_eq!(
+        (readyz(0).await, readyz(1).await),
+        (503, 503),
+        "not ready while the shared store is down"
+    );
     let (status, text, _) = raw(Method::POST, &set.url(0), &alice, Some(&held), call(1, 1)).await;
     assert_eq!(status, 200, "a held session while Redis is down: {text}");
-    assert!(vmcp_tests::eventually(|| !store.is_up()).await);
     let local = open(&set.url(0), &alice).await;
     let (status, text, _) = raw(Method::POST, &set.url(0), &alice, Some(&local), call(2, 1)).await;
     assert_eq!(status, 200, "a new, local-only session: {text}");
 
     set.redis.restart().await;
-    assert!(vmcp_tests::eventually(|| store.is_up()).await);
+    assert!(vmcp_tests::eventually(|| store.is_up() && other.is_up()).await);
+    assert_eq!(
+        (readyz(0).await, readyz(1).await),
+        (200, 200),
+        "ready again"
+    );
+    stop.cancel();
+    let answered = load.await.expect("the load task");
+    assert!(
+        answered.len() >= 3,
+        "calls ran through the outage: {answered:?}"
+    );
+    assert!(
+        answered.iter().all(|&(status, ok)| status == 200 && ok),
+        "every call on the held session answered: {answered:?}"
+    );
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     while set
         .redis

@@ -1,7 +1,7 @@
 //! `sessionStorage: {provider: redis}` against a real Redis (Debian's redis-server,
-//! one per test): `/readyz` says what it knows of Redis (and stays ready: nothing
-//! here needs Redis to serve), a dead Redis breaks nothing already served, and
-//! `rediss://` is verified against `caBundlePath`.
+//! one per test): `/readyz` is 503 while Redis is unreachable and 200 once it is
+//! back, a dead Redis breaks nothing already served, and `rediss://` is verified
+//! against `caBundlePath`.
 
 use serde_json::json;
 use vmcp_examples::demo::{DemoSpec, spawn};
@@ -15,19 +15,17 @@ fn storage_config(backend: &str, storage: &str) -> vmcp_service::config::VmcpCon
     ))
 }
 
-/// `/readyz`: its status code and what it says of the session storage.
+/// `/readyz`: its status code and the reason it gives for not being ready.
 async fn readyz(gw: &vmcp_tests::Gateway) -> (u16, String) {
     let (code, body) = status_json(gw, "/readyz").await;
-    (
-        code,
-        body["session_storage"].as_str().unwrap_or("").to_string(),
-    )
+    (code, body["reason"].as_str().unwrap_or("").to_string())
 }
 
-/// `/readyz` says `session_storage: unavailable` while Redis is down and nothing
-/// once it is back, staying 200 (every replica loses the same Redis: not-ready
-/// would take them all out); calls keep working throughout, and the gateway
-/// started although Redis came only later.
+const DOWN: (u16, &str) = (503, "session_storage_unavailable");
+
+/// `/readyz` is 503 `session_storage_unavailable` while Redis is down and 200
+/// once it is back; calls keep working throughout, and the gateway started
+/// although Redis came only later.
 #[tokio::test]
 async fn readyz_follows_redis_and_calls_do_not_depend_on_it() {
     let backend = spawn(DemoSpec::new("alpha", &["add"]), 0).await.unwrap();
@@ -42,7 +40,7 @@ async fn readyz_follows_redis_and_calls_do_not_depend_on_it() {
     .await;
     let store = gw.vmcp.shared_store().expect("a redis store").clone();
     assert!(store.ping().await.is_err(), "Redis is down");
-    assert_eq!(readyz(&gw).await, (200, "unavailable".into()));
+    assert_eq!(readyz(&gw).await, (DOWN.0, DOWN.1.into()));
     let (code, answer) = modern(
         &gw.url(),
         "tools/call",
@@ -65,7 +63,7 @@ async fn readyz_follows_redis_and_calls_do_not_depend_on_it() {
         eventually(|| !store.is_up()).await,
         "the probe sees Redis die"
     );
-    assert_eq!(readyz(&gw).await, (200, "unavailable".into()));
+    assert_eq!(readyz(&gw).await, (DOWN.0, DOWN.1.into()));
     let (code, answer) = modern(
         &gw.url(),
         "tools/call",
@@ -124,5 +122,5 @@ async fn rediss_is_verified_against_the_ca_bundle() {
         err.is_unavailable() || err.to_string().contains("certificate"),
         "{err}"
     );
-    assert_eq!(readyz(&refused).await, (200, "unavailable".into()));
+    assert_eq!(readyz(&refused).await, (DOWN.0, DOWN.1.into()));
 }

@@ -20,6 +20,7 @@ it is taken from the first result's `_meta` "io.modelcontextprotocol/serverInfo"
 
 --transport auto (default) uses the legacy HTTP+SSE transport (GET URL, POST to the announced
 endpoint) when the URL path ends in "/sse", and Streamable HTTP otherwise.
+PY_CLIENT_BEARER in the environment, if set, is sent as `Authorization: Bearer ...` (Streamable HTTP).
 The SDK's client-side response cache is disabled, so every operation reaches the server.
 --timeout (default 20 s) bounds each request and, times the number of operations + 1, the whole run.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 from urllib.parse import urlsplit
@@ -35,6 +37,8 @@ from urllib.parse import urlsplit
 import anyio
 from mcp import Client
 from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ElicitResult, PromptReference, ResourceTemplateReference
 
@@ -57,6 +61,8 @@ OPS = (
     "count_notifications",
     "on_elicitation",
     "elicitations",
+    "signal",
+    "wait_file",
 )
 MAX_PAGES = 1000  # guard against a server that never stops returning nextCursor
 
@@ -179,12 +185,13 @@ class Inbox:
             uri = getattr(params, "uri", None)
             self.add(method, str(uri) if uri is not None else None)
 
-    async def wait(self, method: str, timeout: float) -> dict[str, Any]:
-        """The next unconsumed notification with `method` (earlier others are skipped)."""
+    async def wait(self, method: str, timeout: float, uri: str | None = None) -> dict[str, Any]:
+        """The next unconsumed notification with `method` (and `uri`, if given; earlier others are
+        skipped)."""
         with anyio.fail_after(timeout):
             while True:
                 for i in range(self.consumed, len(self.seen)):
-                    if self.seen[i]["method"] == method:
+                    if self.seen[i]["method"] == method and uri in (None, self.seen[i].get("uri")):
                         self.consumed = i + 1
                         return self.seen[i]
                 await self.changed.wait()
@@ -229,6 +236,15 @@ async def run_op(
         return {"ok": True}
     if kind == "elicitations":
         return {"seen": asked.seen if asked else []}
+    if kind == "signal":  # tell the test driving this client where it is (creates `path`)
+        with open(op["path"], "w", encoding="utf-8") as f:
+            f.write("1")
+        return {"ok": True}
+    if kind == "wait_file":  # wait for the test's go-ahead (it creates `path`)
+        with anyio.fail_after(float(op.get("timeout", 30))):
+            while not os.path.exists(op["path"]):
+                await anyio.sleep(0.05)
+        return {"ok": True}
     if kind == "subscribe":
         await client.subscribe_resource(op["uri"])
         return {"ok": True}
@@ -270,7 +286,7 @@ async def run_op(
             inbox.listen_scope.cancel()
         return {"ok": True}
     if kind == "wait_notification":
-        return await inbox.wait(op["method"], float(op.get("timeout", 10)))
+        return await inbox.wait(op["method"], float(op.get("timeout", 10)), op.get("uri"))
     if kind == "count_notifications":
         return {"count": sum(1 for n in inbox.seen if n["method"] == op["method"])}
     if kind == "list_tools":
@@ -322,6 +338,11 @@ async def run(url: str, mode: str, ops: list[dict[str, Any]], timeout: float, tr
     try:
         with anyio.fail_after(timeout * (len(ops) + 1)):
             server: Any = sse_client(url, timeout=timeout) if use_sse(url, transport) else url
+            bearer = os.environ.get("PY_CLIENT_BEARER")
+            if bearer and not use_sse(url, transport):
+                server = streamable_http_client(
+                    url, http_client=create_mcp_http_client(headers={"Authorization": f"Bearer {bearer}"})
+                )
             inbox = Inbox()
             asked = Elicitations(ops)
             async with anyio.create_task_group() as tg, Client(

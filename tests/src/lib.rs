@@ -6,6 +6,7 @@
 //! the folder `scripts/install-peers.sh` fills (`$VMCP_PEERS_DIR`, default
 //! `<repo>/.peers`). Every child is killed when its handle drops.
 
+pub mod haproxy;
 pub mod idp;
 pub mod oidc;
 mod plan;

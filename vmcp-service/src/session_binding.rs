@@ -352,6 +352,13 @@ impl SessionBindings {
         Admit::Bound { evicted: victim }
     }
 
+    /// Keep `session`, which [`Self::bind`] chose to make room, after all.
+    pub(crate) fn spare(&self, session: &str) {
+        if let Some(entry) = self.bound().get_mut(session) {
+            entry.closing = false;
+        }
+    }
+
     /// Bind a session another replica created, restored here after its record's
     /// owner matched `identity` (the caps were counted where it was created).
     pub(crate) fn adopt(&self, session: &str, identity: Option<&Identity>) {

@@ -311,18 +311,15 @@ async fn readyz(State(ready): State<Readiness>) -> Response {
     let storage_down = ready.store.as_ref().is_some_and(|s| !s.is_up());
     let reason = if !*ready.aggregator.ready().borrow() {
         Some("discovery_pending")
-    } else if storage_down && ready.aggregator.limiter().needs_store() {
-        // Every replica loses the same Redis at once: not ready only when requests
-        // would be refused anyway (buckets in Redis, failMode: closed); otherwise
-        // a balancer would drop every replica of a gateway that still serves.
+    } else if storage_down {
+        // Issue 24: not ready while the shared store is unreachable (no session can
+        // be restored or shared). Held sessions keep working; a balancer that should
+        // keep sending them checks `/health` instead (docs/scaling.md).
         Some("session_storage_unavailable")
     } else {
         None
     };
     no_store(match reason {
-        None if storage_down => {
-            Json(json!({"status": "ready", "session_storage": "unavailable"})).into_response()
-        }
         None => Json(json!({"status": "ready"})).into_response(),
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,

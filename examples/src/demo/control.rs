@@ -67,7 +67,10 @@ impl DemoControl {
     }
 
     fn modern(&self) -> Vec<rmcp::service::SubscriptionSink> {
-        lock(&self.hub.modern).clone()
+        lock(&self.hub.modern)
+            .iter()
+            .map(|(_, sink)| sink.clone())
+            .collect()
     }
 
     /// Count a notification that went out (a sink that filtered it out counts too).
@@ -96,7 +99,7 @@ impl DemoControl {
     pub fn listening_to(&self, uri: &str) -> usize {
         lock(&self.hub.modern)
             .iter()
-            .filter(|sink| {
+            .filter(|(_, sink)| {
                 sink.accepted()
                     .resource_subscriptions
                     .iter()

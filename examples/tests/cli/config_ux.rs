@@ -424,3 +424,63 @@ async fn validate_names_rate_limit_fields() {
         );
     }
 }
+
+/// A bad `sealing` block: each error names its field's path (the key file too
+/// short, a previous key unreadable, an unset environment variable), no key
+/// material is printed, and a misspelt key is named with the likely one.
+#[tokio::test]
+async fn validate_names_sealing_fields() {
+    let dir = std::env::temp_dir().join(format!("vmcp-cli-{}-sealing", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let short = dir.join("short.key");
+    std::fs::write(&short, "ten-bytes!").unwrap();
+    let good = dir.join("good.key");
+    std::fs::write(&good, "k".repeat(48)).unwrap();
+    let missing = dir.join("missing.key");
+    let (ok, _, stderr) = validate(
+        "sealing",
+        &format!(
+            "backends: [{{name: a, url: 'http://127.0.0.1:1/mcp'}}]\nsealing:\n  keyFile: '{}'\n  previousKeyFiles: ['{}', '{}']\n  previousKeyEnvs: [VMCP_TEST_SEALING_UNSET]\n",
+            short.display(),
+            good.display(),
+            missing.display()
+        ),
+    )
+    .await;
+    assert!(!ok, "{stderr}");
+    for expected in [
+        "sealing.keyFile: the key is 10 bytes; a sealing key needs at least 32".to_owned(),
+        format!(
+            "sealing.previousKeyFiles[1]: cannot read {}",
+            missing.display()
+        ),
+        "sealing.previousKeyEnvs[0]".to_owned(),
+    ] {
+        assert!(
+            stderr.contains(&expected),
+            "missing {expected:?} in:\n{stderr}"
+        );
+    }
+    assert!(!stderr.contains("ten-bytes") && !stderr.contains(&"k".repeat(32)));
+    assert!(!stderr.contains("sealing.previousKeyFiles[0]"), "{stderr}");
+
+    // A misspelt optional key: valid (the key is good), with its path and the
+    // likely key in the warning.
+    let (ok, _, stderr) = validate(
+        "sealing-typo",
+        &format!(
+            "backends: [{{name: a, url: 'http://127.0.0.1:1/mcp'}}]\nsealing: {{keyFile: '{}', previousKeyFile: ['{}']}}\n",
+            good.display(),
+            good.display()
+        ),
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains(
+            r#""sealing.previousKeyFile" is not used by vmcp (did you mean "previousKeyFiles"?)"#
+        ),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@ mod integrity;
 mod origins;
 mod outgoing_auth;
 mod readme;
+mod replicas;
 mod serve;
 mod serve_logs;
 mod stdio;

@@ -320,15 +320,6 @@ impl RateLimiter {
             .set(Arc::new(redis_buckets::RedisBuckets::new(store)));
     }
 
-    /// Whether requests cannot be served without the shared store: buckets in
-    /// Redis with `failMode: closed` (for `/readyz`).
-    pub(crate) fn needs_store(&self) -> bool {
-        self.shared()
-            && self
-                .rules()
-                .is_some_and(|r| r.config.fail_mode() == FailMode::Closed)
-    }
-
     /// Whether the buckets are in Redis (for `/status`).
     pub(crate) fn shared(&self) -> bool {
         self.shared_store.get().is_some()

@@ -171,6 +171,7 @@ where
                     in_use = Some(shared.bindings.enter(session, kind));
                     if let Some(replicas) = &shared.replicas {
                         replicas.touch(session);
+                        restore::fresh_stream(&mut req);
                     }
                 }
                 Verdict::Stranger => {
@@ -194,8 +195,18 @@ where
             .extensions()
             .get::<Arc<vmcp_layers::ParsedMcpRequest>>()
             .cloned();
+        let creator = restore::creator(&shared, session.is_none(), stacked.as_deref(), &req);
         // The session the fast path may answer for: bound to this caller and held.
         let owned = session.clone().filter(|_| matches!(in_use, Some(Some(_))));
+        // An owner's answer to a server→client request: maybe another replica asked.
+        if let (Some(replicas), Some(session), Some(answer)) = (
+            &shared.replicas,
+            session.as_ref().filter(|_| in_use.is_some()),
+            stacked.as_deref().and_then(restore::answer),
+        ) {
+            let (replicas, session) = (replicas.clone(), session.clone());
+            tokio::spawn(async move { replicas.publish_answer(&session, answer).await });
+        }
         // rmcp's `handle` and the session close are boxed where they are awaited: the
         // fast path's requests need neither, and this future is moved once per
         // request (8 KiB with them inline).
@@ -296,6 +307,13 @@ where
                             Admit::Bound { evicted: None } => {}
                             Admit::Bound {
                                 evicted: Some(evicted),
+                            } if shared.replicas.is_some() => {
+                                return Ok(
+                                    Box::pin(restore::no_room(&shared, &evicted, &created)).await
+                                );
+                            }
+                            Admit::Bound {
+                                evicted: Some(evicted),
                             } => {
                                 tracing::debug!(
                                     "closed an idle Legacy session of the caller holding the most to make room"
@@ -333,6 +351,7 @@ where
                                 identity.clone(),
                                 peer,
                                 &limits,
+                                creator,
                             ))
                             .await
                         {

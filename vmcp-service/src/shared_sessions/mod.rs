@@ -20,6 +20,7 @@
 //! refused (503), as a replica refuses one when its own sessions are all busy.
 #![allow(deprecated)] // Log levels are deprecated by SEP-2577 but still part of both revisions.
 
+mod changes;
 mod pass;
 mod record;
 mod rmcp_store;
@@ -94,6 +95,8 @@ pub(crate) struct SharedSessions {
     bindings: Weak<SessionBindings>,
     sessions: Weak<Sessions>,
     aggregator: Weak<Aggregator>,
+    /// This replica's id in `changes` messages (random per process).
+    replica: String,
 }
 
 impl std::fmt::Debug for SharedSessions {
@@ -149,6 +152,7 @@ impl SharedSessions {
             bindings,
             sessions,
             aggregator,
+            replica: uuid::Uuid::new_v4().simple().to_string(),
         })
     }
 
@@ -471,7 +475,11 @@ impl SharedSessions {
                 }
             })
             .await;
+        let told = answer.is_ok();
         self.written(session, answer);
+        if told {
+            self.publish_change(session, uri, on).await;
+        }
     }
 
     /// Record a `logging/setLevel` choice.

@@ -1,6 +1,7 @@
 //! The pass every second: slides the TTL of the sessions used since the last one
 //! (one Lua call), writes the records Redis missed or lost, and closes this
-//! replica's copy of a session deleted on another.
+//! replica's copy of a session deleted on another. It also starts the listener of
+//! the other replicas' subscription changes (`changes`).
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use super::{PASS_EVERY, Persisted, SharedSessions, ms, now_ms};
 impl SharedSessions {
     /// Slide, check and catch up every second until `stop`.
     pub(crate) async fn run_passes(self: Arc<Self>, stop: CancellationToken) {
+        tokio::spawn(self.clone().listen_changes(stop.clone()));
         let this = Arc::downgrade(&self);
         drop(self);
         loop {
