@@ -220,9 +220,12 @@ replicas)
     [ "$revision" = legacy ] && flag=(--legacy)
     for _ in $(seq 1 "$ROUNDS"); do
       round "$revision-1-replica" 8 "http://127.0.0.1:$one_port/mcp" bench_echo "${flag[@]}"
+      before="$(redis_calls)"
       round "$revision-3-replicas" 8 "http://127.0.0.1:$three_port/mcp" bench_echo "${flag[@]}"
+      echo "$(($(redis_calls) - before))" >>"$OUT/redis-calls.$revision"
     done
     report 8 "$revision-1-replica" "$revision-3-replicas"
+    echo "  Redis commands per 3-replica round (sessions opened included): $(tr '\n' ' ' <"$OUT/redis-calls.$revision")"
   done
   ;;
 *)
