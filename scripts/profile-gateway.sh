@@ -41,26 +41,8 @@ limit_flag=()
 [ -n "${VMCP_BENCH_BIN:-}" ] || cargo build --quiet --release -p vmcp-bench
 mkdir -p "$OUT"
 
-pids=()
-cleanup() {
-  local rc=$?
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  exit "$rc"
-}
-trap cleanup EXIT
-
-# wait_url LOG PID: the URL a server printed (bounded wait).
-wait_url() {
-  for _ in $(seq 1 600); do
-    url="$(grep -o 'listening on http://127\.0\.0\.1:[0-9]*/mcp' "$1" | head -n 1 | sed 's/^listening on //' || true)"
-    [ -n "$url" ] && { printf '%s' "$url"; return 0; }
-    kill -0 "$2" 2>/dev/null || { cat "$1" >&2; return 1; }
-    sleep 0.1
-  done
-  cat "$1" >&2
-  return 1
-}
+# shellcheck source=scripts/bench-procs.sh
+source "$ROOT/scripts/bench-procs.sh"
 
 "$BENCH" serve-backend >"$OUT/backend.log" 2>&1 &
 pids+=("$!")

@@ -39,6 +39,9 @@ pub enum Mode {
         backend_url: String,
         stack: bool,
         rate_limit: bool,
+        /// `--extra-yaml FILE`: configuration appended to the generated one (for
+        /// example `sessionStorage`, `codeMode` or a `rateLimiting` with a Redis store).
+        extra_yaml: Option<String>,
     },
     /// `drive URL TOOL`: send exactly `requests` requests and report the wall time.
     Drive {
@@ -50,6 +53,21 @@ pub enum Mode {
         clients: usize,
         /// `--bearer TOKEN`: sent as `Authorization: Bearer TOKEN` (variant (c)).
         bearer: Option<String>,
+        /// `--arguments JSON`: the call's arguments instead of `{"text":"hello"}`
+        /// (for example a code-mode script).
+        arguments: Option<String>,
+        /// `--per-op N`: one timed operation is N requests in a row (three direct
+        /// calls against one 3-call script); `requests` counts operations.
+        per_op: usize,
+    },
+    /// `restore URL_A URL_B [--sessions N]`: open N Legacy sessions on replica A, then
+    /// time each one's first `tools/call` on replica B (p50/p99); with `URL_B` `-`,
+    /// only open them and leave them idle (to read their size in Redis).
+    Restore {
+        url_a: String,
+        url_b: Option<String>,
+        tool: String,
+        sessions: usize,
     },
 }
 
@@ -78,6 +96,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
                 backend_url: it.next().context("serve-gateway BACKEND_URL")?,
                 stack: false,
                 rate_limit: false,
+                extra_yaml: None,
             };
         }
         Some("drive") => {
@@ -92,17 +111,43 @@ pub fn parse_args() -> anyhow::Result<Args> {
                 requests: 1000,
                 clients: 1,
                 bearer: None,
+                arguments: None,
+                per_op: 1,
+            };
+        }
+        Some("restore") => {
+            it.next();
+            let url_a = it.next().context("restore URL_A URL_B TOOL")?;
+            let url_b = it.next().context("restore URL_A URL_B TOOL")?;
+            args.mode = Mode::Restore {
+                url_a,
+                url_b: (url_b != "-").then_some(url_b),
+                tool: it.next().context("restore URL_A URL_B TOOL")?,
+                sessions: 1000,
             };
         }
         _ => {}
     }
     while let Some(arg) = it.next() {
         let mut value = || it.next().context("missing value");
+        if let Mode::Restore { sessions, .. } = &mut args.mode
+            && arg == "--sessions"
+        {
+            *sessions = value()?.parse()?;
+            continue;
+        }
         if let Mode::ServeGateway {
-            stack, rate_limit, ..
+            stack,
+            rate_limit,
+            extra_yaml,
+            ..
         } = &mut args.mode
         {
             match arg.as_str() {
+                "--extra-yaml" => {
+                    *extra_yaml = Some(value()?);
+                    continue;
+                }
                 "--stack" => {
                     *stack = true;
                     continue;
@@ -120,10 +165,20 @@ pub fn parse_args() -> anyhow::Result<Args> {
             requests,
             clients,
             bearer,
+            arguments,
+            per_op,
             ..
         } = &mut args.mode
         {
             match arg.as_str() {
+                "--per-op" => {
+                    *per_op = value()?.parse::<usize>()?.max(1);
+                    continue;
+                }
+                "--arguments" => {
+                    *arguments = Some(value()?);
+                    continue;
+                }
                 "--legacy" => {
                     *revision = Revision::Legacy;
                     continue;
@@ -162,8 +217,9 @@ pub fn parse_args() -> anyhow::Result<Args> {
             "--session-probe" => args.session_probe = Some(value()?),
             _ => anyhow::bail!(
                 "usage: vmcp-bench [--quick] [--window-ms N] [--warmup-ms N] [--rounds N] [--sessions N] [--only a:modern:tools/call:8]\n\
-                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack] [--rate-limit]\n\
-                 \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N] [--bearer TOKEN]"
+                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack] [--rate-limit] [--extra-yaml FILE]\n\
+                 \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N] [--bearer TOKEN] [--arguments JSON] [--per-op N]\n\
+                 \x20      vmcp-bench restore URL_A URL_B|- TOOL [--sessions N]"
             ),
         }
     }

@@ -68,7 +68,7 @@ const META: &str = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","i
 
 /// One prepared request: fixed headers and a body split around the JSON-RPC id.
 #[derive(Clone)]
-struct Prepared {
+pub struct Prepared {
     uri: Uri,
     headers: HeaderMap,
     head: Bytes,
@@ -124,7 +124,22 @@ impl Prepared {
         }
     }
 
+    /// A `tools/call` of the target's tool with `arguments` (a JSON object).
+    pub fn call(target: &Target, revision: Revision, arguments: &str) -> Self {
+        Self::with_arguments(target, revision, Op::Call, None, arguments)
+    }
+
     fn op(target: &Target, revision: Revision, op: Op, cursor: Option<&str>) -> Self {
+        Self::with_arguments(target, revision, op, cursor, r#"{"text":"hello"}"#)
+    }
+
+    fn with_arguments(
+        target: &Target,
+        revision: Revision,
+        op: Op,
+        cursor: Option<&str>,
+        arguments: &str,
+    ) -> Self {
         let meta = match revision {
             Revision::Legacy => String::new(),
             Revision::Modern => format!(r#""_meta":{META}"#),
@@ -141,7 +156,7 @@ impl Prepared {
             Op::Call => {
                 let params = join(&[
                     format!(r#""name":{}"#, json!(target.tool)),
-                    r#""arguments":{"text":"hello"}"#.to_owned(),
+                    format!(r#""arguments":{arguments}"#),
                     meta,
                 ]);
                 Self::new(target, revision, "tools/call", &params, Some(&target.tool))
@@ -184,6 +199,27 @@ pub struct Client {
 impl Client {
     /// Open a connection to `target`; for Legacy, also `initialize` a session.
     pub async fn connect(target: &Target, revision: Revision) -> anyhow::Result<Self> {
+        let mut client = Self::open(target).await?;
+        if revision == Revision::Legacy {
+            client.initialize(target).await?;
+        }
+        Ok(client)
+    }
+
+    /// Open a connection to `target` that sends the Legacy session `session` (one
+    /// opened elsewhere, for example on another replica), without `initialize`.
+    pub async fn resume(target: &Target, session: HeaderValue) -> anyhow::Result<Self> {
+        let mut client = Self::open(target).await?;
+        client.session = Some(session);
+        Ok(client)
+    }
+
+    /// The Legacy session id, once initialized.
+    pub fn session(&self) -> Option<&HeaderValue> {
+        self.session.as_ref()
+    }
+
+    async fn open(target: &Target) -> anyhow::Result<Self> {
         let stream = tokio::net::TcpStream::connect(target.addr)
             .await
             .with_context(|| format!("connect {}", target.addr))?;
@@ -194,15 +230,11 @@ impl Client {
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        let mut client = Self {
+        Ok(Self {
             sender,
             session: None,
             next_id: 1,
-        };
-        if revision == Revision::Legacy {
-            client.initialize(target).await?;
-        }
-        Ok(client)
+        })
     }
 
     /// Run the 2025-11-25 handshake on this connection and keep the session id.
@@ -250,7 +282,8 @@ impl Client {
         Ok(())
     }
 
-    async fn send(&mut self, prepared: &Prepared) -> anyhow::Result<Bytes> {
+    /// Send `prepared`; the body of a 200 answer carrying a `"result"`, else `Err`.
+    pub async fn send(&mut self, prepared: &Prepared) -> anyhow::Result<Bytes> {
         let request = prepared.request(self.next_id, self.session.as_ref());
         self.next_id += 1;
         self.sender.ready().await?;

@@ -135,8 +135,13 @@ pub fn composite_config(url: &str) -> anyhow::Result<VmcpConfig> {
 }
 
 /// A gateway in front of every backend in `urls` (names `bench`, `bench2`, …; tools
-/// prefixed with the name), as the separate gateway process of the RSS section serves.
-pub fn backends_config(urls: &[&str], rate_limit: bool) -> anyhow::Result<VmcpConfig> {
+/// prefixed with the name), as the separate gateway process of the RSS section serves;
+/// `extra` is appended to the YAML (`serve-gateway --extra-yaml`).
+pub fn backends_config(
+    urls: &[&str],
+    rate_limit: bool,
+    extra: Option<&str>,
+) -> anyhow::Result<VmcpConfig> {
     let mut yaml = String::from("backends:\n");
     for (i, url) in urls.iter().enumerate() {
         let name = if i == 0 {
@@ -149,6 +154,9 @@ pub fn backends_config(urls: &[&str], rate_limit: bool) -> anyhow::Result<VmcpCo
     yaml.push_str("aggregation:\n  conflictResolution: prefix\n");
     if rate_limit {
         yaml.push_str(RATE_LIMITS);
+    }
+    if let Some(extra) = extra {
+        yaml.push_str(extra);
     }
     config(&yaml)
 }

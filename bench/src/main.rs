@@ -41,6 +41,7 @@ mod issuer;
 mod memory;
 mod profile;
 mod report;
+mod restore;
 mod stack;
 mod sys;
 mod throughput;

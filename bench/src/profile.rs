@@ -9,7 +9,15 @@ use http::HeaderMap;
 use tokio::runtime::Handle;
 
 use crate::cli::Mode;
-use crate::client::{Client, Target};
+use crate::client::{Client, Op, Prepared, Target};
+
+/// The `q` quantile of sorted nanoseconds, in µs (NaN when empty).
+pub fn percentile_us(sorted: &[u64], q: f64) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n => sorted[((n as f64 * q) as usize).min(n - 1)] as f64 / 1_000.0,
+    }
+}
 
 fn target(url: &str, tool: &str, bearer: Option<&str>) -> anyhow::Result<Target> {
     let uri: http::Uri = url.parse()?;
@@ -59,12 +67,15 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             backend_url,
             stack,
             rate_limit,
+            extra_yaml,
         } => {
+            let extra = extra_yaml.map(std::fs::read_to_string).transpose()?;
             let (gateway, stack) = crate::gateway::start_gateway(
                 &gw,
                 crate::gateway::backends_config(
                     &backend_url.split(',').collect::<Vec<_>>(),
                     rate_limit,
+                    extra.as_deref(),
                 )?,
                 stack,
             )
@@ -93,31 +104,79 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             requests,
             clients,
             bearer,
+            arguments,
+            per_op,
         } => {
             let target = target(&url, &tool, bearer.as_deref())?;
+            let prepared = match (&arguments, op) {
+                (Some(arguments), Op::Call) => Some(Prepared::call(&target, revision, arguments)),
+                (Some(_), Op::List) => anyhow::bail!("--arguments is for calls"),
+                (None, _) => None,
+            };
+            // Sessions are opened before the clock starts: the figures are per request.
+            let mut connected = Vec::with_capacity(clients);
+            for _ in 0..clients {
+                connected.push(Client::connect(&target, revision).await?);
+            }
+            if let Some(prepared) = &prepared {
+                // A tool error is an answer too: the first one is checked in full.
+                let body = connected[0].send(prepared).await?;
+                let message = crate::client::jsonrpc_message(&body)?;
+                anyhow::ensure!(
+                    message["result"]["isError"] != true,
+                    "the call failed: {message}"
+                );
+            }
             let started = Instant::now();
             let mut tasks = tokio::task::JoinSet::new();
-            for i in 0..clients {
+            for (i, mut client) in connected.into_iter().enumerate() {
                 let target = target.clone();
+                let prepared = prepared.clone();
                 let count = requests / clients + usize::from(i < requests % clients);
                 tasks.spawn(async move {
-                    let mut client = Client::connect(&target, revision).await?;
+                    let mut latencies = Vec::with_capacity(count);
                     for _ in 0..count {
-                        client.once(&target, revision, op).await?;
+                        let start = Instant::now();
+                        for _ in 0..per_op {
+                            match &prepared {
+                                Some(prepared) => client.send(prepared).await?,
+                                None => client.once(&target, revision, op).await?,
+                            };
+                        }
+                        latencies.push(start.elapsed().as_nanos() as u64);
                     }
-                    anyhow::Ok(())
+                    anyhow::Ok(latencies)
                 });
             }
+            let mut latencies = Vec::with_capacity(requests);
             while let Some(done) = tasks.join_next().await {
-                done??;
+                latencies.extend(done??);
             }
             let elapsed = started.elapsed();
+            latencies.sort_unstable();
             println!(
-                "{requests} {} {} requests over {clients} connection(s) in {:.3} s",
+                "{requests} {} {} requests over {clients} connection(s) in {:.3} s: {:.0} req/s, p50 {:.0} µs, p99 {:.0} µs",
                 revision.label(),
-                op.label(),
-                elapsed.as_secs_f64()
+                if per_op > 1 {
+                    format!("{}×{per_op}", op.label())
+                } else {
+                    op.label().to_owned()
+                },
+                elapsed.as_secs_f64(),
+                requests as f64 / elapsed.as_secs_f64(),
+                percentile_us(&latencies, 0.50),
+                percentile_us(&latencies, 0.99),
             );
+        }
+        Mode::Restore {
+            url_a,
+            url_b,
+            tool,
+            sessions,
+        } => {
+            let a = target(&url_a, &tool, None)?;
+            let b = url_b.map(|url| target(&url, &tool, None)).transpose()?;
+            crate::restore::run(&a, b.as_ref(), sessions).await?;
         }
     }
     Ok(())

@@ -4,7 +4,8 @@
 //! Cedar a forbidden tool is as absent as a nonexistent one and each inner call has
 //! its own audit line under its real name; runaway scripts (an endless loop, deep
 //! recursion, a 100 MB string, too many steps) end cleanly within the cap and the
-//! gateway's memory returns to where it was.
+//! gateway's memory returns to where it was; a script ended by its timeout cancels
+//! its in-flight calls at the backend.
 
 use std::time::{Duration, Instant};
 
@@ -319,4 +320,45 @@ async fn a_backend_tool_of_the_reserved_name_is_refused_loudly() {
             );
         }
     }
+}
+
+/// Issue 27 item 4: a script ended by its wall-clock cap cancels the calls it has in
+/// flight at the backend (the Python SDK backend records a `py_slow` call cancelled
+/// before its 60 s), a lone call and both calls of a `parallel`, on both revisions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_ended_by_its_timeout_cancels_its_calls_at_the_backend() {
+    let py = py_backend("py", &["--forwarding-tools"]).await;
+    let gw = gateway(config(&yaml(
+        &py.url,
+        "codeMode: {enabled: true, scriptTimeout: 2s}\n",
+    )))
+    .await;
+    let mut tags = Vec::new();
+    for mode in MODES {
+        let (lone, one, two) = (
+            format!("lone-{mode}"),
+            format!("par1-{mode}"),
+            format!("par2-{mode}"),
+        );
+        let sources = [
+            format!("return py_slow(tag={lone:?}, seconds=60)\n"),
+            format!(
+                "return parallel([lambda: py_slow(tag={one:?}, seconds=60), lambda: py_slow(tag={two:?}, seconds=60)])\n"
+            ),
+        ];
+        for source in sources {
+            let started = Instant::now();
+            let report = py_client(&gw.url(), mode, json!([script(&source)])).await;
+            let r = &report["results"][0];
+            assert_eq!(r["isError"], true, "{mode} {source:?}: {r}");
+            let text = r["text"].as_str().unwrap();
+            assert!(text.contains("scriptTimeout"), "{mode} {source:?}: {text}");
+            // Far from the 60 s the calls would take (client start and slack included).
+            assert!(started.elapsed() < Duration::from_secs(30), "{mode}");
+        }
+        tags.extend([lone, one, two]);
+    }
+    // Asked of the backend itself, long before the 60 s the calls would run.
+    let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+    vmcp_tests::await_backend_cancellations(&py.url, &tags).await;
 }

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use vmcp_tests::stacked::{modern_as, stacked_gateway};
-use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend, py_client};
+use vmcp_tests::{EverythingMode, config, everything, gateway, py_backend};
 
 /// Run `tests/peers/py_forwarding.py` against `url` with `plan`.
 async fn clients(url: &str, plan: Value) -> Value {
@@ -157,24 +157,8 @@ async fn a_callers_cancellation_reaches_the_backend() {
         assert_eq!(client["calls"][0]["abandoned"], true, "{report}");
     }
     // Asked of the backend itself: both calls were cancelled there, long before the
-    // 60 s they would otherwise run. The cancellation travels asynchronously, so ask
-    // a few times (bounded; each ask is a fresh client process).
-    let mut cancelled = Value::Null;
-    for _ in 0..20 {
-        let direct = py_client(
-            &py.url,
-            "2026-07-28",
-            json!([{"op": "call_tool", "name": "cancelled", "arguments": {}}]),
-        )
-        .await;
-        cancelled = serde_json::from_str(direct["results"][0]["text"].as_str().unwrap_or("[]"))
-            .unwrap_or(Value::Null);
-        let tags = cancelled.as_array().cloned().unwrap_or_default();
-        if tags.contains(&json!("from-legacy")) && tags.contains(&json!("from-modern")) {
-            return;
-        }
-    }
-    panic!("the backend did not see both cancellations: {cancelled}");
+    // 60 s they would otherwise run.
+    vmcp_tests::await_backend_cancellations(&py.url, &["from-legacy", "from-modern"]).await;
 }
 
 /// `tools/list` and `resources/read` hints, as a raw Modern client sees them.

@@ -209,6 +209,29 @@ pub async fn py_client(url: &str, mode: &str, ops: Value) -> Value {
     py_client_with_stderr(url, mode, ops).await.0
 }
 
+/// Wait, within a bound, until the Python SDK backend at `url` (started with
+/// `--forwarding-tools`) has seen the `py_slow` calls of every one of `tags`
+/// cancelled; panic with what it saw otherwise. Cancellation travels
+/// asynchronously, so it is asked up to 20 times (each ask a fresh client process).
+pub async fn await_backend_cancellations(url: &str, tags: &[&str]) {
+    let mut cancelled = Value::Null;
+    for _ in 0..20 {
+        let direct = py_client(
+            url,
+            "2026-07-28",
+            serde_json::json!([{"op": "call_tool", "name": "cancelled", "arguments": {}}]),
+        )
+        .await;
+        cancelled = serde_json::from_str(direct["results"][0]["text"].as_str().unwrap_or("[]"))
+            .unwrap_or(Value::Null);
+        let seen = cancelled.as_array().cloned().unwrap_or_default();
+        if tags.iter().all(|tag| seen.contains(&Value::from(*tag))) {
+            return;
+        }
+    }
+    panic!("the backend did not see every cancellation of {tags:?}: {cancelled}");
+}
+
 /// [`py_client`], also returning what the client wrote to stderr (the SDK's own
 /// warnings, such as a failed session termination).
 pub async fn py_client_with_stderr(url: &str, mode: &str, ops: Value) -> (Value, String) {

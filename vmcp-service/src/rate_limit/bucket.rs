@@ -144,7 +144,11 @@ pub(crate) struct MemoryStore {
 }
 
 struct State {
-    tats: HashMap<BucketKey, Duration>,
+    /// foldhash, not SipHash: a call hashes each of its bucket keys twice, and with
+    /// SipHash that was half the limiter's cost (2.9 k of 5.7 k instructions per
+    /// call with three buckets; docs/benchmarks.md). Seeded per process; the keys are
+    /// HMACs, addresses and configured names, so a caller cannot aim collisions.
+    tats: HashMap<BucketKey, Duration, foldhash::fast::RandomState>,
     /// Sweep when this many buckets are held.
     sweep_at: usize,
     /// When the last sweep ran: at the hard cap, at most one sweep a second (a
@@ -169,7 +173,7 @@ impl MemoryStore {
         Self {
             clock,
             state: std::sync::Mutex::new(State {
-                tats: HashMap::new(),
+                tats: HashMap::default(),
                 sweep_at: SWEEP_AT,
                 swept: Duration::ZERO,
             }),
