@@ -93,6 +93,7 @@ impl VmcpHandler {
                 ErrorData::internal_error("the tool search failed", None)
             })?,
         };
+        let hits = self.optimizer.rerank(config, &index, &texts, hits).await;
         let chosen: Vec<_> = hits
             .into_iter()
             .filter(|hit| visible.contains(tools[hit.position].name.as_ref()))

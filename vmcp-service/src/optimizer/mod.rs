@@ -10,8 +10,11 @@
 //!   by every caller; each caller's admission filters the hits, so nobody learns of
 //!   a tool they may not call.
 
+pub(crate) mod embed_client;
 pub(crate) mod index;
+pub mod retrieval;
 pub(crate) mod rewrite;
+pub(crate) mod semantic;
 pub(crate) mod tokens;
 
 use std::sync::Arc;
@@ -90,6 +93,9 @@ pub(crate) struct Optimizer {
     /// The catalog the index was built from, and the index. A lock held while a
     /// build runs, so concurrent callers after a change wait for one build.
     current: tokio::sync::Mutex<Option<(Arc<Catalog>, Arc<Index>)>>,
+    /// The semantic tier, made from the config at the first search (`None` inside
+    /// without `embeddingService`).
+    semantic: std::sync::OnceLock<Option<Arc<semantic::Semantic>>>,
 }
 
 impl std::fmt::Debug for Optimizer {
@@ -117,7 +123,33 @@ impl Optimizer {
             .map_err(|_| index::IndexError::Build("the index build was cancelled".into()))??;
         let index = Arc::new(index);
         *current = Some((catalog.clone(), index.clone()));
+        // The new catalog's tools are embedded now, off the search path.
+        if let Some(Some(semantic)) = self.semantic.get() {
+            semantic.prepare(&index);
+        }
         Ok(index)
+    }
+
+    /// `keyword` hits of `index` re-ranked by the semantic tier when `config` has
+    /// one (docs/optimizer.md), else as they are.
+    pub(crate) async fn rerank(
+        &self,
+        config: &crate::config::OptimizerConfig,
+        index: &Arc<Index>,
+        texts: &[&str],
+        keyword: Vec<index::Hit>,
+    ) -> Vec<index::Hit> {
+        let semantic = self.semantic.get_or_init(|| {
+            semantic::Semantic::from_config(config)
+                .map_err(|e| tracing::warn!("optimizer: {e}; keyword search only"))
+                .ok()
+                .flatten()
+                .map(Arc::new)
+        });
+        match semantic {
+            Some(semantic) => semantic.rank(index, texts, keyword).await,
+            None => keyword,
+        }
     }
 }
 
@@ -132,22 +164,18 @@ pub(crate) fn stacked(
     }
 }
 
-/// Log, once at start, that the optimizer is on and which of its keys wait for the
-/// semantic tier.
+/// Log, once at start, that the optimizer is on and which search it uses.
 pub(crate) fn announce(config: &VmcpConfig) {
     let Some(optimizer) = &config.optimizer else {
         return;
     };
+    // The endpoint's URL is not logged: it may carry credentials.
+    let search = match optimizer.embedding_service {
+        Some(_) => "hybrid search: keyword and embeddings",
+        None => "keyword search",
+    };
     tracing::info!(
         max_tools_to_return = optimizer.max_tools(),
-        "optimizer on: tools/list shows find_tool and call_tool (keyword search)"
+        "optimizer on: tools/list shows find_tool and call_tool ({search})"
     );
-    let semantic = optimizer.semantic_keys();
-    if !semantic.is_empty() {
-        tracing::warn!(
-            keys = ?semantic,
-            "optimizer: the semantic tier is not implemented yet; these keys are accepted \
-             but not used, and find_tool searches by keyword only"
-        );
-    }
 }
