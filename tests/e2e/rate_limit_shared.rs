@@ -1,8 +1,9 @@
 //! Rate-limit buckets in Redis (`sessionStorage.provider: redis`): two gateways
 //! sharing one real Redis take from one budget; keys expire; a dead Redis fails
-//! open (counted) or closed as `failMode` says.
+//! open (one WARN, counted) or closed as `failMode` says.
 
 use serde_json::json;
+use vmcp_tests::logs::Captured;
 use vmcp_tests::redis::RedisServer;
 use vmcp_tests::stacked::{Reply, StackedGateway, modern_as, stacked_gateway};
 use vmcp_tests::{config, eventually, py_backend};
@@ -105,6 +106,7 @@ async fn two_replicas_share_one_budget_through_redis() {
 /// `failMode: closed` refuses with 429 and its `/readyz` says not ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_redis_fails_open_or_closed_as_configured() {
+    let logs = Captured::install();
     let py = py_backend("py", &[]).await;
     let mut redis = RedisServer::start().await;
     let open = replica(&py.url, &redis.address(), "").await;
@@ -134,6 +136,13 @@ async fn a_dead_redis_fails_open_or_closed_as_configured() {
             r#"vmcp_rate_limit_decisions_total{tool="*",bucket="store",decision="error"} 3"#
         ),
         "{text}"
+    );
+    // One WARN per outage and replica, however many requests it served.
+    assert_eq!(logs.lines_with("failing Open"), 1, "fail open: one WARN");
+    assert_eq!(
+        logs.lines_with("failing Closed"),
+        1,
+        "fail closed: one WARN"
     );
     // Redis back: the budget is kept in Redis again (2 of 3 tokens are spent by
     // the two calls served before the kill, which Redis lost with its memory:

@@ -19,8 +19,9 @@ Endpoints (both answer the same vectors):
                         "data": [{"object": "embedding", "index": i, "embedding": [...]}],
                         "model": str}                                            (OpenAI)
   GET  /health         -> 200
-  GET  /seen -> {"requests": N, "headers": {name: value}}: how many embedding requests came,
-                and the last one's headers (tests check embeddingHeaders with it)
+  GET  /seen -> {"requests": N, "headers": {name: value}, "texts": [str]}: how many embedding
+                requests came, the last one's headers (tests check embeddingHeaders with
+                it) and every text embedded, in order (tests check the cache with it)
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=0)
     args = parser.parse_args()
     model = MiniLM()
-    state = {"requests": 0, "headers": {}}
+    state = {"requests": 0, "headers": {}, "texts": []}
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *_: object) -> None:
@@ -158,6 +159,7 @@ def main() -> int:
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 self._send(422, {"error": "inputs must be a string or a list of strings"})
                 return
+            state["texts"].extend(texts)
             vectors = model.encode(texts)
             if args.delay_ms:
                 time.sleep(args.delay_ms / 1000)

@@ -219,8 +219,11 @@ async fn main() -> anyhow::Result<()> {
     for _ in 0..args.rounds {
         for (_, q) in &queries {
             let started = Instant::now();
-            let hits = big.search(&[q.as_str()]).map_err(anyhow::Error::msg)?;
-            std::hint::black_box(hits.iter().take(RETURNED).count());
+            let hits = big
+                .find(&[q.as_str()], RETURNED)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            std::hint::black_box(hits);
             times.push(started.elapsed());
         }
     }

@@ -2,18 +2,19 @@
 //! tools, and `find_tool`'s search filtered by the caller's admission. `call_tool`
 //! arrives here only when it could not be rewritten into the call it wraps.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ResultType};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ResultType, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value, json};
 
 use super::VmcpHandler;
-use super::admission::admitted_tools;
-use crate::config::OptimizerConfig;
-use crate::optimizer::index::query;
+use super::admission::{admitted_tools, extension};
+use crate::catalog::Catalog;
 use crate::optimizer::{CALL_TOOL, FIND_TOOL};
+use vmcp_layers::context::BackendCalls;
 
 /// The `find_tool` search: the free text and the keywords.
 fn search_texts(arguments: &Map<String, Value>) -> Result<Vec<&str>, ErrorData> {
@@ -54,13 +55,41 @@ fn savings(baseline: usize, returned: usize) -> f64 {
 }
 
 impl VmcpHandler {
+    /// The optimizer's own tool named `name`, when the optimizer is on (the live
+    /// config: a reload turns it on or off).
+    pub(super) fn optimizer_tool(&self, name: &str) -> Option<Tool> {
+        if self.aggregator.config().optimizer.is_none() || !crate::optimizer::is_meta_tool(name) {
+            return None;
+        }
+        crate::optimizer::meta_tools()
+            .into_iter()
+            .find(|t| t.name == name)
+    }
+
+    /// The tools `tools/list` shows this caller: the optimizer advertises its two
+    /// tools instead, to every caller.
+    pub(super) fn advertised_tools<'a>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        catalog: &'a Catalog,
+    ) -> Cow<'a, [Tool]> {
+        match self.aggregator.config().optimizer {
+            Some(_) => Cow::Owned(crate::optimizer::meta_tools()),
+            None => admitted_tools(ctx, catalog),
+        }
+    }
+
     /// A call of `find_tool`, or of a `call_tool` that names no tool.
     pub(super) async fn call_optimizer(
         &self,
-        config: &OptimizerConfig,
         params: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let config = self.aggregator.config();
+        let Some(config) = config.optimizer.as_ref() else {
+            // A reload turned the optimizer off between the check and here.
+            return Err(crate::router::unknown("tool", &params.name));
+        };
         if params.name == CALL_TOOL {
             return Err(ErrorData::invalid_params(
                 "call_tool needs tool_name (the name of a tool find_tool returned) and \
@@ -86,19 +115,25 @@ impl VmcpHandler {
             .filter(|&i| visible.contains(tools[i].name.as_ref()))
             .map(|i| index.tokens(i))
             .sum();
-        let hits = match query(&texts) {
-            None => Vec::new(),
-            Some(query) => index.search(&query).map_err(|e| {
-                tracing::warn!("{e}");
-                ErrorData::internal_error("the tool search failed", None)
-            })?,
-        };
-        let hits = self.optimizer.rerank(config, &index, &texts, hits).await;
-        let chosen: Vec<_> = hits
-            .into_iter()
-            .filter(|hit| visible.contains(tools[hit.position].name.as_ref()))
-            .take(config.max_tools())
-            .collect();
+        let semantic = self.optimizer.semantic(config);
+        let found = crate::optimizer::search::best(
+            &index,
+            semantic.as_ref(),
+            &texts,
+            config.max_tools(),
+            |position| visible.contains(tools[position].name.as_ref()),
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!("{e}");
+            ErrorData::internal_error("the tool search failed", None)
+        })?;
+        if found.degraded
+            && let Some(calls) = extension::<BackendCalls>(ctx)
+        {
+            calls.0.optimizer_fallback();
+        }
+        let chosen = found.hits;
         let returned: usize = chosen.iter().map(|hit| index.tokens(hit.position)).sum();
         let found: Vec<Value> = chosen
             .iter()

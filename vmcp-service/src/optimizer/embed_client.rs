@@ -44,6 +44,9 @@ pub struct EmbedClient {
     model: Option<String>,
     headers: http::HeaderMap,
     timeout: Duration,
+    /// The model's dimension, learnt from its first answer (0: none yet): a vector
+    /// of another length is an error, not a silently wrong cosine.
+    dimension: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl EmbedClient {
@@ -99,6 +102,7 @@ impl EmbedClient {
             model,
             headers,
             timeout,
+            dimension: std::sync::Arc::default(),
         }
     }
 
@@ -156,7 +160,28 @@ impl EmbedClient {
         if vectors.len() != texts.len() {
             return Err(EmbedError::Shape("one vector per input"));
         }
+        self.check_dimension(&vectors)?;
         Ok(vectors.into_iter().map(normalised).collect())
+    }
+
+    /// Every vector has the model's dimension (the first answer's).
+    fn check_dimension(&self, vectors: &[Vec<f32>]) -> Result<(), EmbedError> {
+        use std::sync::atomic::Ordering;
+        let Some(first) = vectors.first().map(Vec::len) else {
+            return Ok(());
+        };
+        let known =
+            match self
+                .dimension
+                .compare_exchange(0, first, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => first,
+                Err(known) => known,
+            };
+        if first == 0 || vectors.iter().any(|v| v.len() != known) {
+            return Err(EmbedError::Shape("vectors of the model's one dimension"));
+        }
+        Ok(())
     }
 }
 
@@ -232,6 +257,88 @@ mod tests {
         assert!(tei_vectors(json!({"x": 1})).is_err());
         assert!(openai_vectors(json!([[1.0]])).is_err());
         assert!(tei_vectors(json!([["a"]])).is_err());
+    }
+
+    /// An endpoint on a free loopback port answering every POST with `status` and
+    /// `body` after `delay`.
+    async fn endpoint(status: u16, body: &'static str, delay: Duration) -> String {
+        let app = axum::Router::new().fallback(axum::routing::post(move || async move {
+            tokio::time::sleep(delay).await;
+            (
+                http::StatusCode::from_u16(status).unwrap(),
+                [(http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+        }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
+    fn tei(url: &str, timeout: Duration) -> EmbedClient {
+        EmbedClient::new(
+            url,
+            EmbeddingProvider::Tei,
+            None,
+            http::HeaderMap::new(),
+            timeout,
+        )
+    }
+
+    fn texts(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("text {i}")).collect()
+    }
+
+    #[tokio::test]
+    async fn failures_are_errors_not_panics() {
+        let second = Duration::from_secs(1);
+        let cases: [(u16, &str, Duration, &str); 6] = [
+            (
+                500,
+                r#"{"error":"secret-echo"}"#,
+                Duration::ZERO,
+                "HTTP 500",
+            ),
+            (200, "not json at all", Duration::ZERO, "not JSON"),
+            (
+                200,
+                r#"{"vectors": []}"#,
+                Duration::ZERO,
+                "an array of vectors",
+            ),
+            (200, "[[1.0, 2.0]]", Duration::ZERO, "one vector per input"),
+            (200, "[[1.0], [1.0, 2.0]]", Duration::ZERO, "one dimension"),
+            (200, "[[1.0], [2.0]]", 3 * second, "did not answer within"),
+        ];
+        for (status, body, delay, expected) in cases {
+            let client = tei(&endpoint(status, body, delay).await, second);
+            let error = client.embed(&texts(2)).await.unwrap_err().to_string();
+            assert!(error.contains(expected), "{body}: {error}");
+            // The endpoint's body is never quoted.
+            assert!(!error.contains("secret-echo"), "{error}");
+        }
+        let refused = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            format!("http://{}", listener.local_addr().unwrap())
+        };
+        let error = tei(&refused, second).embed(&texts(1)).await.unwrap_err();
+        assert!(matches!(error, EmbedError::Unreachable(_)), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_later_answer_of_another_dimension_is_refused() {
+        let url = endpoint(200, "[[3.0, 4.0]]", Duration::ZERO).await;
+        let client = tei(&url, DEFAULT_TIMEOUT);
+        assert_eq!(client.embed(&texts(1)).await.unwrap(), [vec![0.6, 0.8]]);
+        // The same client (its clones share the dimension), another model behind it.
+        let mut other = tei(
+            &endpoint(200, "[[1.0, 2.0, 3.0]]", Duration::ZERO).await,
+            DEFAULT_TIMEOUT,
+        );
+        other.dimension = client.dimension.clone();
+        let error = other.embed(&texts(1)).await.unwrap_err();
+        assert!(error.to_string().contains("one dimension"), "{error}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub(crate) mod embed_client;
 pub(crate) mod index;
 pub mod retrieval;
 pub(crate) mod rewrite;
+pub(crate) mod search;
 pub(crate) mod semantic;
 pub(crate) mod tokens;
 
@@ -23,13 +24,10 @@ use rmcp::model::{JsonObject, Tool};
 use serde_json::json;
 
 use crate::catalog::Catalog;
-use crate::config::VmcpConfig;
+use crate::config::{OptimizerConfig, VmcpConfig};
 use index::Index;
 
-/// The search tool.
-pub(crate) const FIND_TOOL: &str = "find_tool";
-/// The call tool.
-pub(crate) const CALL_TOOL: &str = "call_tool";
+pub(crate) use crate::config::{CALL_TOOL, FIND_TOOL};
 
 /// Whether `name` is one of the optimizer's own tools.
 pub(crate) fn is_meta_tool(name: &str) -> bool {
@@ -93,9 +91,9 @@ pub(crate) struct Optimizer {
     /// The catalog the index was built from, and the index. A lock held while a
     /// build runs, so concurrent callers after a change wait for one build.
     current: tokio::sync::Mutex<Option<(Arc<Catalog>, Arc<Index>)>>,
-    /// The semantic tier, made from the config at the first search (`None` inside
-    /// without `embeddingService`).
-    semantic: std::sync::OnceLock<Option<Arc<semantic::Semantic>>>,
+    /// The semantic tier of the live config's embedding keys, and those keys: a
+    /// reload that changes them makes a new one (`None` without `embeddingService`).
+    semantic: std::sync::Mutex<Option<(OptimizerConfig, Option<Arc<semantic::Semantic>>)>>,
 }
 
 impl std::fmt::Debug for Optimizer {
@@ -124,44 +122,52 @@ impl Optimizer {
         let index = Arc::new(index);
         *current = Some((catalog.clone(), index.clone()));
         // The new catalog's tools are embedded now, off the search path.
-        if let Some(Some(semantic)) = self.semantic.get() {
+        let semantic = self.semantic.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, Some(semantic))) = semantic.as_ref() {
             semantic.prepare(&index);
         }
         Ok(index)
     }
 
-    /// `keyword` hits of `index` re-ranked by the semantic tier when `config` has
-    /// one (docs/optimizer.md), else as they are.
-    pub(crate) async fn rerank(
-        &self,
-        config: &crate::config::OptimizerConfig,
-        index: &Arc<Index>,
-        texts: &[&str],
-        keyword: Vec<index::Hit>,
-    ) -> Vec<index::Hit> {
-        let semantic = self.semantic.get_or_init(|| {
-            semantic::Semantic::from_config(config)
-                .map_err(|e| tracing::warn!("optimizer: {e}; keyword search only"))
-                .ok()
-                .flatten()
-                .map(Arc::new)
-        });
-        match semantic {
-            Some(semantic) => semantic.rank(index, texts, keyword).await,
-            None => keyword,
+    /// The semantic tier `config` asks for (`None` without `embeddingService`),
+    /// made again only when its embedding keys change.
+    pub(crate) fn semantic(&self, config: &OptimizerConfig) -> Option<Arc<semantic::Semantic>> {
+        let keys = OptimizerConfig {
+            max_tools_to_return: None,
+            ..config.clone()
+        };
+        let mut slot = self.semantic.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((built, semantic)) = slot.as_ref()
+            && *built == keys
+        {
+            return semantic.clone();
         }
+        let semantic = semantic::Semantic::from_config(config)
+            .map_err(|e| tracing::warn!("optimizer: {e}; keyword search only"))
+            .ok()
+            .flatten()
+            .map(Arc::new);
+        *slot = Some((keys, semantic.clone()));
+        semantic
     }
 }
 
-/// `builder` with the optimizer's rewrite when `config` turns the optimizer on.
+/// `builder` with the optimizer's rewrite. It is always installed and follows the
+/// live configuration: a reload that turns the optimizer on or off changes what
+/// `find_tool`/`call_tool` mean without rebuilding the stack (a stack built by
+/// `Vmcp::stack` is never rebuilt).
 pub(crate) fn stacked(
     builder: vmcp_layers::stack::StackBuilder,
-    config: &VmcpConfig,
+    aggregator: &Arc<crate::aggregator::Aggregator>,
 ) -> vmcp_layers::stack::StackBuilder {
-    match config.optimizer {
-        Some(_) => builder.rewrite(Arc::new(rewrite::OptimizerRewrite)),
-        None => builder,
-    }
+    builder.rewrite(request_rewrite(aggregator))
+}
+
+/// The optimizer's request rewrite (code mode chains to it).
+pub(crate) fn request_rewrite(
+    aggregator: &Arc<crate::aggregator::Aggregator>,
+) -> Arc<dyn vmcp_layers::rewrite::RequestRewrite> {
+    Arc::new(rewrite::OptimizerRewrite::new(aggregator.clone()))
 }
 
 /// Log, once at start, that the optimizer is on and which search it uses.

@@ -9,11 +9,11 @@ use rmcp::model::Tool;
 pub use super::embed_client::{EmbedClient, EmbedError};
 use super::index::{Hit, Index, query};
 use super::semantic::hybrid;
-pub use super::semantic::{DEFAULT_RATIO, DEFAULT_THRESHOLD, fallbacks, tool_text};
+pub use super::semantic::{DEFAULT_RATIO, DEFAULT_THRESHOLD, tool_text};
 
 /// The keyword index of a list of tools.
 pub struct KeywordSearch {
-    index: Index,
+    index: Arc<Index>,
 }
 
 impl std::fmt::Debug for KeywordSearch {
@@ -26,7 +26,9 @@ impl KeywordSearch {
     /// Index `tools`.
     pub fn build(tools: &[Tool]) -> Result<Self, String> {
         Index::build(tools)
-            .map(|index| Self { index })
+            .map(|index| Self {
+                index: Arc::new(index),
+            })
             .map_err(|e| e.to_string())
     }
 
@@ -37,8 +39,17 @@ impl KeywordSearch {
             return Ok(Vec::new());
         };
         self.index
-            .search(&query)
+            .search_page(&query, i64::MAX, 0)
             .map(|hits| hits.into_iter().map(|h| (h.position, h.score)).collect())
+            .map_err(|e| e.to_string())
+    }
+
+    /// What `find_tool`'s keyword tier does for one search of a caller who may see
+    /// every tool: the best `max` positions, in pages on the blocking pool.
+    pub async fn find(&self, texts: &[&str], max: usize) -> Result<Vec<usize>, String> {
+        super::search::best(&self.index, None, texts, max, |_| true)
+            .await
+            .map(|found| found.hits.into_iter().map(|h| h.position).collect())
             .map_err(|e| e.to_string())
     }
 }

@@ -9,7 +9,7 @@
 //! again at most every [`RETRY`], so an outage does not cost every search the timeout.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,15 +25,6 @@ pub(crate) const RETRY: Duration = Duration::from_secs(5);
 pub const DEFAULT_RATIO: f64 = 0.5;
 /// The default largest cosine distance (1 − cosine) of a semantic-only match.
 pub const DEFAULT_THRESHOLD: f64 = 1.0;
-
-/// How many searches answered with keyword hits only because the endpoint failed.
-static FALLBACKS: AtomicU64 = AtomicU64::new(0);
-
-/// Searches answered by keyword only because the embedding service failed, since
-/// start.
-pub fn fallbacks() -> u64 {
-    FALLBACKS.load(Ordering::Relaxed)
-}
 
 /// A content hash: the same text for the same model is embedded once.
 type Key = [u8; 32];
@@ -106,7 +97,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The vectors of one index's tools, by position (`None`: not embedded).
-type Vectors = Arc<Vec<Option<Arc<[f32]>>>>;
+pub(crate) type Vectors = Arc<Vec<Option<Arc<[f32]>>>>;
 
 /// The semantic tier of one gateway.
 pub(crate) struct Semantic {
@@ -152,6 +143,16 @@ impl Semantic {
         }))
     }
 
+    /// The share of the semantic score.
+    pub(crate) fn ratio(&self) -> f64 {
+        self.ratio
+    }
+
+    /// The largest cosine distance of a semantic-only match.
+    pub(crate) fn threshold(&self) -> f64 {
+        self.threshold
+    }
+
     fn key(&self, text: &str) -> Key {
         let mut context = aws_lc_rs::digest::Context::new(&aws_lc_rs::digest::SHA256);
         context.update(self.client.identity().as_bytes());
@@ -181,8 +182,12 @@ impl Semantic {
             let result = this.embed_tools(&index).await;
             this.embedding.store(false, Ordering::Release);
             match result {
-                Ok(vectors) => {
-                    this.healthy();
+                Ok((vectors, asked)) => {
+                    // All cached (the same tools in a new catalog): the endpoint was
+                    // not asked, and says nothing of an outage.
+                    if asked {
+                        this.healthy();
+                    }
                     *this.ready.lock().unwrap_or_else(|e| e.into_inner()) = Some((index, vectors));
                 }
                 Err(e) => this.failed(&e),
@@ -191,8 +196,8 @@ impl Semantic {
     }
 
     /// The vectors of `index`'s tools: cached ones reused, the others embedded; the
-    /// cache keeps only this index's afterwards.
-    async fn embed_tools(&self, index: &Index) -> Result<Vectors, EmbedError> {
+    /// cache keeps only this index's afterwards. Also whether the endpoint was asked.
+    async fn embed_tools(&self, index: &Index) -> Result<(Vectors, bool), EmbedError> {
         let texts: Vec<String> = index.tools().iter().map(tool_text).collect();
         let keys: Vec<Key> = texts.iter().map(|t| self.key(t)).collect();
         let missing: Vec<usize> = {
@@ -219,7 +224,7 @@ impl Semantic {
         // Tools gone from the catalog: their vectors go too.
         let live: std::collections::HashSet<&Key> = keys.iter().collect();
         cache.retain(|k, _| live.contains(k));
-        Ok(Arc::new(vectors))
+        Ok((Arc::new(vectors), !missing.is_empty()))
     }
 
     fn healthy(&self) {
@@ -245,46 +250,50 @@ impl Semantic {
         down.is_some_and(|retry_at| Instant::now() < retry_at)
     }
 
-    /// `keyword` re-ranked with the query's embedding, or `keyword` itself when the
-    /// index's vectors are not ready or the endpoint fails.
-    pub(crate) async fn rank(
-        self: &Arc<Self>,
-        index: &Arc<Index>,
-        texts: &[&str],
-        keyword: Vec<Hit>,
-    ) -> Vec<Hit> {
+    /// How this search of `index` is ranked: hybrid when the index's tools are
+    /// embedded and the endpoint embeds the query, keyword only otherwise (a tool
+    /// embedding not ready starts one, in the background).
+    pub(crate) async fn ranking(self: &Arc<Self>, index: &Arc<Index>, texts: &[&str]) -> Ranking {
+        if self.resting() {
+            return Ranking::Degraded;
+        }
         let Some(vectors) = self.vectors_of(index) else {
-            // Not embedded yet, or the last try failed: try again (in the background).
-            if !self.resting() {
-                self.prepare(index);
-            }
-            if self
+            self.prepare(index);
+            let down = self
                 .down
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .is_some()
-            {
-                FALLBACKS.fetch_add(1, Ordering::Relaxed);
-            }
-            return keyword;
+                .is_some();
+            return if down {
+                Ranking::Degraded
+            } else {
+                Ranking::NotReady
+            };
         };
-        if self.resting() {
-            FALLBACKS.fetch_add(1, Ordering::Relaxed);
-            return keyword;
-        }
         match self.client.embed(&[texts.join(" ")]).await {
             Ok(mut query) => {
                 self.healthy();
-                let query = query.pop().unwrap_or_default();
-                hybrid(&keyword, &vectors, &query, self.ratio, self.threshold)
+                match query.pop() {
+                    Some(query) => Ranking::Hybrid(vectors, query),
+                    None => Ranking::Degraded,
+                }
             }
             Err(e) => {
                 self.failed(&e);
-                FALLBACKS.fetch_add(1, Ordering::Relaxed);
-                keyword
+                Ranking::Degraded
             }
         }
     }
+}
+
+/// How one `find_tool` search is ranked.
+pub(crate) enum Ranking {
+    /// Hybrid ([`hybrid`]): the index's tool vectors and the query's.
+    Hybrid(Vectors, Vec<f32>),
+    /// Keyword only: the catalog's tools are being embedded (a new catalog).
+    NotReady,
+    /// Keyword only: the embedding service failed (degraded mode, counted).
+    Degraded,
 }
 
 #[cfg(test)]
