@@ -108,20 +108,33 @@ impl VmcpHandler {
         // What this caller may call: what tools/list would show it without the
         // optimizer. Hits outside it are dropped before counting, so a caller learns
         // nothing of tools it may not call (not even how many there are).
-        let visible = admitted_tools(ctx, &catalog);
-        let visible: HashSet<&str> = visible.iter().map(|t| t.name.as_ref()).collect();
+        let admitted = admitted_tools(ctx, &catalog);
         let tools = index.tools();
-        let baseline: usize = (0..tools.len())
-            .filter(|&i| visible.contains(tools[i].name.as_ref()))
-            .map(|i| index.tokens(i))
-            .sum();
+        // Unfiltered (no admission handle): every tool of the index, whose tools are
+        // this catalog's; no set of thousands of names built per search.
+        let names: Option<HashSet<&str>> = match &admitted {
+            Cow::Borrowed(all) if all.len() == tools.len() => None,
+            admitted => Some(admitted.iter().map(|t| t.name.as_ref()).collect()),
+        };
+        let visible = |position: usize| {
+            names
+                .as_ref()
+                .is_none_or(|names| names.contains(tools[position].name.as_ref()))
+        };
+        let baseline: usize = match names {
+            None => index.total_tokens(),
+            Some(_) => (0..tools.len())
+                .filter(|&i| visible(i))
+                .map(|i| index.tokens(i))
+                .sum(),
+        };
         let semantic = self.optimizer.semantic(config);
         let found = crate::optimizer::search::best(
             &index,
             semantic.as_ref(),
             &texts,
             config.max_tools(),
-            |position| visible.contains(tools[position].name.as_ref()),
+            visible,
         )
         .await
         .map_err(|e| {
