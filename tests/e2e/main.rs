@@ -26,6 +26,7 @@ mod listen_caps;
 mod live;
 mod mrtr_bridge;
 mod optimizer;
+mod optimizer_semantic;
 mod outgoing;
 mod pagination;
 mod passthrough;

@@ -3,6 +3,7 @@
 //! open (one WARN, counted) or closed as `failMode` says.
 
 use serde_json::json;
+use vmcp_tests::logs::Captured;
 use vmcp_tests::redis::RedisServer;
 use vmcp_tests::stacked::{Reply, StackedGateway, modern_as, stacked_gateway};
 use vmcp_tests::{config, eventually, py_backend};
@@ -47,51 +48,6 @@ fn limited(reply: &Reply) -> bool {
             false
         }
         Some(_) => panic!("unexpected error: {}", reply.raw),
-    }
-}
-
-/// This test process's log, as the gateway's WARN lines reach it.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
-
-impl Captured {
-    /// Capture WARN and above for the rest of this process (nextest runs each test
-    /// in a process of its own).
-    fn install() -> Self {
-        use tracing_subscriber::util::SubscriberInitExt as _;
-        let logs = Self::default();
-        tracing_subscriber::fmt()
-            .with_writer(logs.clone())
-            .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
-            .with_ansi(false)
-            .finish()
-            .try_init()
-            .expect("no other subscriber in this process");
-        logs
-    }
-
-    fn lines_with(&self, needle: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .count()
     }
 }
 

@@ -6,8 +6,10 @@
 //! the folder `scripts/install-peers.sh` fills (`$VMCP_PEERS_DIR`, default
 //! `<repo>/.peers`). Every child is killed when its handle drops.
 
+pub mod embed;
 pub mod haproxy;
 pub mod idp;
+pub mod logs;
 pub mod oidc;
 mod plan;
 pub mod redis;
@@ -120,17 +122,7 @@ pub async fn py_backend_on(port: u16, name: &str, extra: &[&str]) -> Peer {
         .kill_on_drop(true)
         .spawn()
         .expect("start py_backend.py");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("py_backend.py announced READY within 30s")
-        .expect("read py_backend.py stdout")
-        .expect("py_backend.py printed a line");
-    let port: u16 = line
-        .strip_prefix("READY ")
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unexpected py_backend.py line: {line}"));
+    let port = announced_port(&mut child, "py_backend.py").await;
     let scheme = if extra.contains(&"--ssl-certfile") {
         "https"
     } else {
@@ -141,6 +133,20 @@ pub async fn py_backend_on(port: u16, name: &str, extra: &[&str]) -> Peer {
         url: format!("{scheme}://127.0.0.1:{port}/mcp"),
         port,
     }
+}
+
+/// The port a peer `script` printed as `READY <port>` on its piped stdout.
+pub(crate) async fn announced_port(child: &mut Child, script: &str) -> u16 {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{script} announced READY within 60s"))
+        .unwrap_or_else(|e| panic!("read {script} stdout: {e}"))
+        .unwrap_or_else(|| panic!("{script} printed a line"));
+    line.strip_prefix("READY ")
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected {script} line: {line}"))
 }
 
 /// Transport modes of server-everything.

@@ -50,6 +50,8 @@ pub mod integrity;
 mod listen;
 mod names;
 mod optimizer;
+/// The optimizer's search outside a gateway (the retrieval benchmark).
+pub use optimizer::retrieval as tool_retrieval;
 mod pagination;
 mod params;
 mod propagation;

@@ -434,6 +434,8 @@ pub trait BackendObserver: Send + Sync {
     fn rate_limit(&self, tool: &str, bucket: &str, decision: &str) {
         let _ = (tool, bucket, decision);
     }
+    /// A `find_tool` answered by keyword only because the embedding service failed.
+    fn optimizer_fallback(&self) {}
 }
 
 /// One observed composite step.

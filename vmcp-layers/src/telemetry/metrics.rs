@@ -60,6 +60,7 @@ struct Otel {
     workflow_errors: OtelCounter<u64>,
     integrity_changes: OtelCounter<u64>,
     rate_limit: OtelCounter<u64>,
+    optimizer_fallbacks: OtelCounter<u64>,
 }
 
 struct Prom {
@@ -75,6 +76,7 @@ struct Prom {
     workflow_errors: Family<Labels, Counter>,
     integrity_changes: Family<Labels, Counter>,
     rate_limit: Family<Labels, Counter>,
+    optimizer_fallbacks: Counter,
 }
 
 /// The gateway's metrics: per method, and per backend and method.
@@ -143,6 +145,12 @@ impl Metrics {
                 .u64_counter("vmcp.rate_limit.decisions")
                 .with_description("Rate-limit decisions per tool, bucket and decision")
                 .build(),
+            optimizer_fallbacks: m
+                .u64_counter("vmcp.optimizer.keyword_fallbacks")
+                .with_description(
+                    "find_tool searches answered by keyword only: the embedding service failed",
+                )
+                .build(),
         });
         let prom = prometheus.then(|| {
             let mut registry = Registry::default();
@@ -162,6 +170,7 @@ impl Metrics {
                 workflow_errors: Family::default(),
                 integrity_changes: Family::default(),
                 rate_limit: Family::default(),
+                optimizer_fallbacks: Counter::default(),
                 registry: Mutex::new(Registry::default()),
             };
             registry.register(
@@ -218,6 +227,11 @@ impl Metrics {
                 "vmcp_rate_limit_decisions",
                 "Rate-limit decisions per tool, bucket and decision",
                 prom.rate_limit.clone(),
+            );
+            registry.register(
+                "vmcp_optimizer_keyword_fallbacks",
+                "find_tool searches answered by keyword only: the embedding service failed",
+                prom.optimizer_fallbacks.clone(),
             );
             *prom.registry.lock().unwrap_or_else(|e| e.into_inner()) = registry;
             prom
@@ -343,6 +357,17 @@ impl Metrics {
                 ("decision", decision.to_owned()),
             ];
             prom.rate_limit.get_or_create(&labels).inc();
+        }
+    }
+
+    /// One `find_tool` answered by keyword only because the embedding service
+    /// failed (the optimizer's degraded mode).
+    pub fn optimizer_fallback(&self) {
+        if let Some(otel) = &self.otel {
+            otel.optimizer_fallbacks.add(1, &[]);
+        }
+        if let Some(prom) = &self.prom {
+            prom.optimizer_fallbacks.inc();
         }
     }
 

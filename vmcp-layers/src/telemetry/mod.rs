@@ -443,6 +443,10 @@ impl BackendObserver for RequestObserver {
     fn rate_limit(&self, tool: &str, bucket: &str, decision: &str) {
         self.shared.metrics.rate_limit(tool, bucket, decision);
     }
+
+    fn optimizer_fallback(&self) {
+        self.shared.metrics.optimizer_fallback();
+    }
 }
 
 struct StepSpan {

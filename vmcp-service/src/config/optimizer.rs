@@ -1,9 +1,8 @@
 //! `optimizer:` — tool search instead of the full tool list (docs/optimizer.md).
 //!
 //! The keyword tier (SQLite FTS5, BM25, porter stemming) needs no settings beyond
-//! `maxToolsToReturn`. The embedding keys of the reference's semantic tier are
-//! accepted and validated so a migrated file keeps them, but not used yet: the
-//! gateway logs one WARN at start when they are set.
+//! `maxToolsToReturn`; `embeddingService` adds the semantic tier (embeddings from a
+//! TEI or OpenAI-compatible endpoint, hybrid ranking).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,28 +39,28 @@ pub struct OptimizerConfig {
     /// How many tools one `find_tool` returns at most (1–50, default 8).
     #[serde(default)]
     pub max_tools_to_return: Option<usize>,
-    /// Semantic tier (not used yet): the embedding endpoint's base URL.
+    /// Semantic tier: the embedding endpoint's base URL.
     #[serde(default)]
     pub embedding_service: Option<String>,
-    /// Semantic tier (not used yet): `tei` or `openai`.
+    /// Semantic tier: `tei` or `openai`.
     #[serde(default)]
     pub embedding_provider: Option<EmbeddingProvider>,
-    /// Semantic tier (not used yet): the model name sent to the endpoint.
+    /// Semantic tier: the model name sent to the endpoint.
     #[serde(default)]
     pub embedding_model: Option<String>,
-    /// Semantic tier (not used yet): extra headers of each embedding request
+    /// Semantic tier: extra headers of each embedding request
     /// (`openai` only, at most 32).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub embedding_headers: BTreeMap<String, String>,
-    /// Semantic tier (not used yet): bound on one embedding request. Default 30s.
+    /// Semantic tier: bound on one embedding request. Default 30s.
     #[serde(default, with = "humantime_serde")]
     #[schemars(with = "Option<String>")]
     pub embedding_service_timeout: Option<Duration>,
-    /// Semantic tier (not used yet): the share of the semantic score in the hybrid
+    /// Semantic tier: the share of the semantic score in the hybrid
     /// ranking, a decimal string from "0" to "1" (default "0.5").
     #[serde(default)]
     pub hybrid_search_semantic_ratio: Option<String>,
-    /// Semantic tier (not used yet): the largest cosine distance a semantic match
+    /// Semantic tier: the largest cosine distance a semantic match
     /// may have, a decimal string from "0" to "2" (default "1.0").
     #[serde(default)]
     pub semantic_distance_threshold: Option<String>,
@@ -72,31 +71,6 @@ impl OptimizerConfig {
     pub fn max_tools(&self) -> usize {
         self.max_tools_to_return
             .unwrap_or(DEFAULT_MAX_TOOLS_TO_RETURN)
-    }
-
-    /// The semantic-tier keys that are set (none of them is used yet).
-    pub fn semantic_keys(&self) -> Vec<&'static str> {
-        let set = [
-            ("embeddingService", self.embedding_service.is_some()),
-            ("embeddingProvider", self.embedding_provider.is_some()),
-            ("embeddingModel", self.embedding_model.is_some()),
-            ("embeddingHeaders", !self.embedding_headers.is_empty()),
-            (
-                "embeddingServiceTimeout",
-                self.embedding_service_timeout.is_some(),
-            ),
-            (
-                "hybridSearchSemanticRatio",
-                self.hybrid_search_semantic_ratio.is_some(),
-            ),
-            (
-                "semanticDistanceThreshold",
-                self.semantic_distance_threshold.is_some(),
-            ),
-        ];
-        set.into_iter()
-            .filter_map(|(key, on)| on.then_some(key))
-            .collect()
     }
 
     pub(super) fn validate(&self, errors: &mut Vec<String>) {
@@ -208,14 +182,11 @@ mod tests {
     }
 
     #[test]
-    fn semantic_keys_are_validated_and_listed() {
+    fn semantic_keys_are_validated() {
         let ok = "embeddingService: http://127.0.0.1:8080\nembeddingProvider: openai\n\
                   embeddingModel: m\nembeddingHeaders: {X-Key: v}\nembeddingServiceTimeout: 5s\n\
                   hybridSearchSemanticRatio: \"0.7\"\nsemanticDistanceThreshold: \"1.0\"";
         assert!(errors(ok).is_empty(), "{:?}", errors(ok));
-        let config: OptimizerConfig = serde_yaml_ng::from_str(ok).unwrap();
-        assert_eq!(config.semantic_keys().len(), 7);
-        assert!(OptimizerConfig::default().semantic_keys().is_empty());
         let bad = errors(
             "embeddingService: ftp://x\nembeddingHeaders: {X-Key: v}\nembeddingProvider: tei\n\
              embeddingServiceTimeout: 0s\nhybridSearchSemanticRatio: \"1.5\"\n\

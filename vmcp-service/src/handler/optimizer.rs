@@ -11,10 +11,10 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value, json};
 
 use super::VmcpHandler;
-use super::admission::admitted_tools;
+use super::admission::{admitted_tools, extension};
 use crate::catalog::Catalog;
-use crate::optimizer::index::query;
 use crate::optimizer::{CALL_TOOL, FIND_TOOL};
+use vmcp_layers::context::BackendCalls;
 
 /// The `find_tool` search: the free text and the keywords.
 fn search_texts(arguments: &Map<String, Value>) -> Result<Vec<&str>, ErrorData> {
@@ -108,39 +108,45 @@ impl VmcpHandler {
         // What this caller may call: what tools/list would show it without the
         // optimizer. Hits outside it are dropped before counting, so a caller learns
         // nothing of tools it may not call (not even how many there are).
-        let visible = admitted_tools(ctx, &catalog);
-        let visible: HashSet<&str> = visible.iter().map(|t| t.name.as_ref()).collect();
+        let admitted = admitted_tools(ctx, &catalog);
         let tools = index.tools();
-        let baseline: usize = (0..tools.len())
-            .filter(|&i| visible.contains(tools[i].name.as_ref()))
-            .map(|i| index.tokens(i))
-            .sum();
-        let mut chosen = Vec::new();
-        if let Some(fts_query) = query(&texts) {
-            let fts_query: std::sync::Arc<str> = fts_query.into();
-            // Pages of hits, best first, until enough of them are this caller's.
-            let page = i64::try_from(config.max_tools().max(8) * 4).unwrap_or(32);
-            let mut offset = 0;
-            loop {
-                let hits = index
-                    .search_blocking(fts_query.clone(), page, offset)
-                    .await
-                    .map_err(|e| {
-                        tracing::warn!("{e}");
-                        ErrorData::internal_error("the tool search failed", None)
-                    })?;
-                let full = i64::try_from(hits.len()).unwrap_or(0) == page;
-                chosen.extend(
-                    hits.into_iter()
-                        .filter(|hit| visible.contains(tools[hit.position].name.as_ref())),
-                );
-                if chosen.len() >= config.max_tools() || !full {
-                    break;
-                }
-                offset += page;
-            }
-            chosen.truncate(config.max_tools());
+        // Unfiltered (no admission handle): every tool of the index, whose tools are
+        // this catalog's; no set of thousands of names built per search.
+        let names: Option<HashSet<&str>> = match &admitted {
+            Cow::Borrowed(all) if all.len() == tools.len() => None,
+            admitted => Some(admitted.iter().map(|t| t.name.as_ref()).collect()),
+        };
+        let visible = |position: usize| {
+            names
+                .as_ref()
+                .is_none_or(|names| names.contains(tools[position].name.as_ref()))
+        };
+        let baseline: usize = match names {
+            None => index.total_tokens(),
+            Some(_) => (0..tools.len())
+                .filter(|&i| visible(i))
+                .map(|i| index.tokens(i))
+                .sum(),
+        };
+        let semantic = self.optimizer.semantic(config);
+        let found = crate::optimizer::search::best(
+            &index,
+            semantic.as_ref(),
+            &texts,
+            config.max_tools(),
+            visible,
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!("{e}");
+            ErrorData::internal_error("the tool search failed", None)
+        })?;
+        if found.degraded
+            && let Some(calls) = extension::<BackendCalls>(ctx)
+        {
+            calls.0.optimizer_fallback();
         }
+        let chosen = found.hits;
         let returned: usize = chosen.iter().map(|hit| index.tokens(hit.position)).sum();
         let found: Vec<Value> = chosen
             .iter()

@@ -32,6 +32,8 @@ pub(crate) struct Index {
     tools: Vec<Tool>,
     /// Each tool's tokens as `tools/list` sends it.
     tokens: Vec<usize>,
+    /// Their sum.
+    total_tokens: usize,
     db: Mutex<Connection>,
 }
 
@@ -178,8 +180,10 @@ impl Index {
             }
         }
         transaction.commit()?;
+        let tokens: Vec<usize> = tools.iter().map(super::tokens::tool).collect();
         Ok(Self {
-            tokens: tools.iter().map(super::tokens::tool).collect(),
+            total_tokens: tokens.iter().sum(),
+            tokens,
             tools: tools.to_vec(),
             db: Mutex::new(db),
         })
@@ -188,6 +192,11 @@ impl Index {
     /// The indexed tools.
     pub(crate) fn tools(&self) -> &[Tool] {
         &self.tools
+    }
+
+    /// The tokens of every tool.
+    pub(crate) fn total_tokens(&self) -> usize {
+        self.total_tokens
     }
 
     /// The tokens of the tool at `position`.

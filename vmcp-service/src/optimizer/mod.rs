@@ -10,8 +10,12 @@
 //!   by every caller; each caller's admission filters the hits, so nobody learns of
 //!   a tool they may not call.
 
+pub(crate) mod embed_client;
 pub(crate) mod index;
+pub mod retrieval;
 pub(crate) mod rewrite;
+pub(crate) mod search;
+pub(crate) mod semantic;
 pub(crate) mod tokens;
 
 use std::sync::Arc;
@@ -20,7 +24,7 @@ use rmcp::model::{JsonObject, Tool};
 use serde_json::json;
 
 use crate::catalog::Catalog;
-use crate::config::VmcpConfig;
+use crate::config::{OptimizerConfig, VmcpConfig};
 use index::Index;
 
 pub(crate) use crate::config::{CALL_TOOL, FIND_TOOL};
@@ -87,6 +91,9 @@ pub(crate) struct Optimizer {
     /// The catalog the index was built from, and the index. A lock held while a
     /// build runs, so concurrent callers after a change wait for one build.
     current: tokio::sync::Mutex<Option<(Arc<Catalog>, Arc<Index>)>>,
+    /// The semantic tier of the live config's embedding keys, and those keys: a
+    /// reload that changes them makes a new one (`None` without `embeddingService`).
+    semantic: std::sync::Mutex<Option<(OptimizerConfig, Option<Arc<semantic::Semantic>>)>>,
 }
 
 impl std::fmt::Debug for Optimizer {
@@ -114,7 +121,34 @@ impl Optimizer {
             .map_err(|_| index::IndexError::Build("the index build was cancelled".into()))??;
         let index = Arc::new(index);
         *current = Some((catalog.clone(), index.clone()));
+        // The new catalog's tools are embedded now, off the search path.
+        let semantic = self.semantic.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, Some(semantic))) = semantic.as_ref() {
+            semantic.prepare(&index);
+        }
         Ok(index)
+    }
+
+    /// The semantic tier `config` asks for (`None` without `embeddingService`),
+    /// made again only when its embedding keys change.
+    pub(crate) fn semantic(&self, config: &OptimizerConfig) -> Option<Arc<semantic::Semantic>> {
+        let keys = OptimizerConfig {
+            max_tools_to_return: None,
+            ..config.clone()
+        };
+        let mut slot = self.semantic.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((built, semantic)) = slot.as_ref()
+            && *built == keys
+        {
+            return semantic.clone();
+        }
+        let semantic = semantic::Semantic::from_config(config)
+            .map_err(|e| tracing::warn!("optimizer: {e}; keyword search only"))
+            .ok()
+            .flatten()
+            .map(Arc::new);
+        *slot = Some((keys, semantic.clone()));
+        semantic
     }
 }
 
@@ -136,22 +170,18 @@ pub(crate) fn request_rewrite(
     Arc::new(rewrite::OptimizerRewrite::new(aggregator.clone()))
 }
 
-/// Log, once at start, that the optimizer is on and which of its keys wait for the
-/// semantic tier.
+/// Log, once at start, that the optimizer is on and which search it uses.
 pub(crate) fn announce(config: &VmcpConfig) {
     let Some(optimizer) = &config.optimizer else {
         return;
     };
+    // The endpoint's URL is not logged: it may carry credentials.
+    let search = match optimizer.embedding_service {
+        Some(_) => "hybrid search: keyword and embeddings",
+        None => "keyword search",
+    };
     tracing::info!(
         max_tools_to_return = optimizer.max_tools(),
-        "optimizer on: tools/list shows find_tool and call_tool (keyword search)"
+        "optimizer on: tools/list shows find_tool and call_tool ({search})"
     );
-    let semantic = optimizer.semantic_keys();
-    if !semantic.is_empty() {
-        tracing::warn!(
-            keys = ?semantic,
-            "optimizer: the semantic tier is not implemented yet; these keys are accepted \
-             but not used, and find_tool searches by keyword only"
-        );
-    }
 }
