@@ -20,6 +20,7 @@ mod filtering;
 mod forwarding;
 mod health_blame;
 mod hostile;
+mod kube;
 mod listen_caps;
 mod live;
 mod mrtr_bridge;

@@ -7,6 +7,7 @@
 //! `<repo>/.peers`). Every child is killed when its handle drops.
 
 pub mod idp;
+pub mod kube;
 pub mod oidc;
 mod plan;
 pub mod redis;
