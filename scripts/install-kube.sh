@@ -24,6 +24,8 @@ missing=()
 command -v etcd >/dev/null || missing+=(etcd-server)
 command -v kubectl >/dev/null || missing+=(kubernetes-client)
 [ -x "$BIN" ] || command -v go >/dev/null || missing+=(golang-go)
+# Upstream's make copies generated sources with rsync.
+[ -x "$BIN" ] || command -v rsync >/dev/null || missing+=(rsync)
 if [ "${#missing[@]}" -gt 0 ]; then
   log "apt-get install ${missing[*]}"
   SUDO=""

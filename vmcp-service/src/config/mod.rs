@@ -12,6 +12,7 @@ mod connections;
 mod hints;
 mod incoming;
 mod integrity;
+mod kubernetes;
 mod limits;
 mod listen;
 mod optimizer;
@@ -44,6 +45,7 @@ pub use connections::{
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
 pub use integrity::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
+pub use kubernetes::{KubernetesConfig, NAMESPACE_ENV};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
 pub use optimizer::{EmbeddingProvider, OptimizerConfig};
@@ -137,6 +139,10 @@ pub struct VmcpConfig {
     /// Token buckets per caller, tool, verb and backend (docs/rate-limiting.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limiting: Option<RateLimitingConfig>,
+    /// Discovered mode's cluster: namespace, kubeconfig, the VirtualMCPServer whose
+    /// status is written (docs/kubernetes.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).
