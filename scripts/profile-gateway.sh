@@ -13,7 +13,10 @@
 # one request with startup and connection set-up cancelled out. The second run's profile is
 # kept in $CARGO_TARGET_DIR/profile/ for callgrind_annotate. Needs valgrind. Set
 # VMCP_BENCH_BIN to profile a given vmcp-bench binary instead of building one, and
-# VMCP_PROFILE_OUT to keep the profiles elsewhere (to run two at once).
+# VMCP_PROFILE_OUT to keep the profiles elsewhere (to run two at once). Set
+# VMCP_PROFILE_RATE_LIMIT=1 to serve with the memory rate limiter on (`serve-gateway
+# --rate-limit`: three buckets per tools/call, never exhausted); the difference to a
+# run without it is the limiter's cost per request.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +34,8 @@ command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install 
 case "$REVISION" in legacy) rev_flag=(--legacy) ;; modern) rev_flag=() ;; *) echo "revision: legacy|modern" >&2; exit 2 ;; esac
 case "$OP" in call) op_flag=() ;; list) op_flag=(--list) ;; *) echo "op: call|list" >&2; exit 2 ;; esac
 case "$VARIANT" in bare) stack_flag=() ;; stack) stack_flag=(--stack) ;; *) echo "variant: bare|stack" >&2; exit 2 ;; esac
+limit_flag=()
+[ "${VMCP_PROFILE_RATE_LIMIT:-0}" = 1 ] && limit_flag=(--rate-limit)
 
 # VMCP_BENCH_BIN: profile that binary as it is (e.g. a copy built before a change).
 [ -n "${VMCP_BENCH_BIN:-}" ] || cargo build --quiet --release -p vmcp-bench
@@ -63,9 +68,9 @@ backend_url="$(wait_url "$OUT/backend.log" "$!")"
 
 # measure N: Ir of a gateway that served N requests.
 measure() {
-  local n="$1" file="$OUT/callgrind.$VARIANT-$REVISION-$OP-$1.out"
+  local n="$1" file="$OUT/callgrind.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$1.out"
   valgrind --tool=callgrind --callgrind-out-file="$file" "$BENCH" serve-gateway "$backend_url" \
-    "${stack_flag[@]}" >"$OUT/gateway-$n.log" 2>&1 &
+    "${stack_flag[@]}" "${limit_flag[@]}" >"$OUT/gateway-$n.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   local url
@@ -98,5 +103,5 @@ measure() {
 base_ir="$(measure "$BASE")"
 full_ir="$(measure "$((BASE + REQUESTS))")"
 per_request=$(( (full_ir - base_ir) / REQUESTS ))
-echo "gateway ($VARIANT) $REVISION tools/$OP: $per_request instructions per request (callgrind; $REQUESTS requests)"
-echo "profile: callgrind_annotate --inclusive=yes $OUT/callgrind.$VARIANT-$REVISION-$OP-$((BASE + REQUESTS)).out"
+echo "gateway ($VARIANT${limit_flag:+, rate-limited}) $REVISION tools/$OP: $per_request instructions per request (callgrind; $REQUESTS requests)"
+echo "profile: callgrind_annotate --inclusive=yes $OUT/callgrind.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$((BASE + REQUESTS)).out"

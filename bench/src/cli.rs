@@ -33,8 +33,13 @@ pub enum Mode {
     ServeBackend,
     /// `serve-gateway URL[,URL…] [--stack]`: serve the bare gateway (b) fronting the
     /// backend(s) at the URLs (named `bench`, `bench2`, …), or with `--stack` the full layer stack (c), printing the bearer token
-    /// its clients must send.
-    ServeGateway { backend_url: String, stack: bool },
+    /// its clients must send; with `--rate-limit`, metering every call by
+    /// `gateway::RATE_LIMITS`.
+    ServeGateway {
+        backend_url: String,
+        stack: bool,
+        rate_limit: bool,
+    },
     /// `drive URL TOOL`: send exactly `requests` requests and report the wall time.
     Drive {
         url: String,
@@ -72,6 +77,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
             args.mode = Mode::ServeGateway {
                 backend_url: it.next().context("serve-gateway BACKEND_URL")?,
                 stack: false,
+                rate_limit: false,
             };
         }
         Some("drive") => {
@@ -92,11 +98,21 @@ pub fn parse_args() -> anyhow::Result<Args> {
     }
     while let Some(arg) = it.next() {
         let mut value = || it.next().context("missing value");
-        if let Mode::ServeGateway { stack, .. } = &mut args.mode
-            && arg == "--stack"
+        if let Mode::ServeGateway {
+            stack, rate_limit, ..
+        } = &mut args.mode
         {
-            *stack = true;
-            continue;
+            match arg.as_str() {
+                "--stack" => {
+                    *stack = true;
+                    continue;
+                }
+                "--rate-limit" => {
+                    *rate_limit = true;
+                    continue;
+                }
+                _ => {}
+            }
         }
         if let Mode::Drive {
             revision,
@@ -146,7 +162,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
             "--session-probe" => args.session_probe = Some(value()?),
             _ => anyhow::bail!(
                 "usage: vmcp-bench [--quick] [--window-ms N] [--warmup-ms N] [--rounds N] [--sessions N] [--only a:modern:tools/call:8]\n\
-                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack]\n\
+                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack] [--rate-limit]\n\
                  \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N] [--bearer TOKEN]"
             ),
         }

@@ -136,7 +136,7 @@ pub fn composite_config(url: &str) -> anyhow::Result<VmcpConfig> {
 
 /// A gateway in front of every backend in `urls` (names `bench`, `bench2`, …; tools
 /// prefixed with the name), as the separate gateway process of the RSS section serves.
-pub fn backends_config(urls: &[&str]) -> anyhow::Result<VmcpConfig> {
+pub fn backends_config(urls: &[&str], rate_limit: bool) -> anyhow::Result<VmcpConfig> {
     let mut yaml = String::from("backends:\n");
     for (i, url) in urls.iter().enumerate() {
         let name = if i == 0 {
@@ -147,5 +147,15 @@ pub fn backends_config(urls: &[&str]) -> anyhow::Result<VmcpConfig> {
         yaml.push_str(&format!("  - name: {name}\n    url: {url}\n"));
     }
     yaml.push_str("aggregation:\n  conflictResolution: prefix\n");
+    if rate_limit {
+        yaml.push_str(RATE_LIMITS);
+    }
     config(&yaml)
 }
+
+/// `serve-gateway --rate-limit`: the memory limiter metering every `tools/call` by
+/// three buckets (shared, the caller's, the caller's for `bench_echo`), budgets no
+/// benchmark run exhausts, so its cost is measured on calls it allows.
+pub const RATE_LIMITS: &str = "rateLimiting:\n  shared: {maxTokens: 1000000, refillPeriod: 1s}\n\
+  \x20 perUser: {maxTokens: 1000000, refillPeriod: 1s}\n\
+  \x20 tools: [{name: bench_echo, perUser: {maxTokens: 1000000, refillPeriod: 1s}}]\n";

@@ -21,7 +21,7 @@
 //! Knobs for experiments: `VMCP_BENCH_GATEWAY_WORKERS` / `VMCP_BENCH_BACKEND_WORKERS`
 //! (runtime threads, default 2), `VMCP_BENCH_GATEWAY_NAGLE=1` (leave Nagle's algorithm
 //! on for the gateway's accepted connections, to see what `TCP_NODELAY` saves).
-//! `vmcp-bench serve-backend`, `serve-gateway URL [--stack]` and
+//! `vmcp-bench serve-backend`, `serve-gateway URL [--stack] [--rate-limit]` and
 //! `drive URL TOOL [--bearer TOKEN]` run the parts as separate processes (see
 //! `scripts/profile-gateway.sh`).
 //!

@@ -55,10 +55,17 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             until_stopped().await;
             drop(backend);
         }
-        Mode::ServeGateway { backend_url, stack } => {
+        Mode::ServeGateway {
+            backend_url,
+            stack,
+            rate_limit,
+        } => {
             let (gateway, stack) = crate::gateway::start_gateway(
                 &gw,
-                crate::gateway::backends_config(&backend_url.split(',').collect::<Vec<_>>())?,
+                crate::gateway::backends_config(
+                    &backend_url.split(',').collect::<Vec<_>>(),
+                    rate_limit,
+                )?,
                 stack,
             )
             .await?

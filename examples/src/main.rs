@@ -71,7 +71,8 @@ enum Command {
     },
     /// Tool integrity pins: list them, diff pending changes, approve them.
     Pins {
-        /// The configuration file; its `integrity.path` is the pin file.
+        /// The configuration file; its `integrity` section names the store (the
+        /// pin file, or the `sessionStorage` Redis).
         #[arg(long, short, global = true)]
         config: Option<PathBuf>,
         /// The pin file itself (instead of `--config`).
@@ -132,7 +133,7 @@ async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
             config,
             file,
             action,
-        } => pins::run(pins::pin_file(config, file)?, action),
+        } => pins::run(pins::pin_store(config, file)?, action).await,
         Command::Schema => {
             use std::io::Write;
             let schema = vmcp_service::config::schema::json_schema();

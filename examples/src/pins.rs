@@ -1,13 +1,16 @@
 //! `vmcp pins list|diff|approve`: the operator's side of tool integrity, working on
-//! the pin file the gateway reads (docs/integrity.md). An approval is written under
-//! the file's lock (write to a temporary file, rename); the running gateway notices
-//! the new file within a second and advertises the approved definitions again.
+//! the store the gateway reads (docs/integrity.md): the pin file (an approval is
+//! written under the file's lock: write a temporary file, rename) or, with
+//! `integrity.store: redis`, the replicas' Redis (a compare-and-set). The running
+//! gateways notice within a second and advertise the approved definitions again.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use clap::Subcommand;
-use vmcp_service::config::load_file;
+use vmcp_service::config::{PinStoreKind, load_file};
 use vmcp_service::integrity::approval::{self, Selection};
+use vmcp_service::integrity::redis_pins::RedisPinStore;
 use vmcp_service::integrity::{EntryKind, FilePinStore, PinStore};
 
 #[derive(Subcommand)]
@@ -40,28 +43,48 @@ pub enum PinsAction {
     },
 }
 
-/// The pin file: `--file`, or the configuration's `integrity.path`.
-pub fn pin_file(config: Option<PathBuf>, file: Option<PathBuf>) -> anyhow::Result<PathBuf> {
+/// The pin store: the file `--file`, or what the configuration's `integrity`
+/// names (its `path`, or the `sessionStorage` Redis with `store: redis`, whose
+/// password comes from `VMCP_SESSION_REDIS_PASSWORD` as for `vmcp serve`).
+pub fn pin_store(
+    config: Option<PathBuf>,
+    file: Option<PathBuf>,
+) -> anyhow::Result<Arc<dyn PinStore>> {
     if let Some(file) = file {
-        return Ok(file);
+        return Ok(Arc::new(FilePinStore::new(file)));
     }
     let Some(config) = config else {
         anyhow::bail!("name the pin file with --file, or the configuration with --config");
     };
-    let loaded = load_file(&config)?;
-    loaded
-        .config
-        .integrity
-        .and_then(|i| i.path)
-        .ok_or_else(|| anyhow::anyhow!("{} has no integrity.path", config.display()))
+    let loaded = load_file(&config)?.config;
+    let Some(integrity) = loaded.integrity else {
+        anyhow::bail!("{} has no integrity section", config.display());
+    };
+    match integrity.store {
+        PinStoreKind::Redis => {
+            let redis = vmcp_service::redis_store::RedisStore::open(&loaded.session_storage)?;
+            Ok(Arc::new(RedisPinStore::new(redis)))
+        }
+        PinStoreKind::File => integrity
+            .path
+            .map(|p| Arc::new(FilePinStore::new(p)) as Arc<dyn PinStore>)
+            .ok_or_else(|| anyhow::anyhow!("{} has no integrity.path", config.display())),
+    }
 }
 
-/// Run one `vmcp pins` action on the pin file at `path`.
-pub fn run(path: PathBuf, action: PinsAction) -> anyhow::Result<()> {
-    let store = FilePinStore::new(path);
+/// Who approves from this command line (audited by the gateway as `approved_by`).
+fn approver() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("cli:{}", user.chars().take(64).collect::<String>())
+}
+
+/// Run one `vmcp pins` action on `store`.
+pub async fn run(store: Arc<dyn PinStore>, action: PinsAction) -> anyhow::Result<()> {
     match action {
         PinsAction::List { backend } => {
-            let (doc, _) = store.load()?;
+            let (doc, _) = store.load().await?;
             let selection = Selection {
                 backend: backend.as_deref(),
                 ..Selection::default()
@@ -85,7 +108,7 @@ pub fn run(path: PathBuf, action: PinsAction) -> anyhow::Result<()> {
             Ok(())
         }
         PinsAction::Diff { name, backend } => {
-            let (doc, _) = store.load()?;
+            let (doc, _) = store.load().await?;
             let selection = Selection {
                 backend: backend.as_deref(),
                 name: name.as_deref(),
@@ -122,16 +145,26 @@ pub fn run(path: PathBuf, action: PinsAction) -> anyhow::Result<()> {
             if name.is_none() && backend.is_none() {
                 anyhow::bail!("approve NAME, or everything of one backend with --backend B");
             }
-            let selection = Selection {
-                backend: backend.as_deref(),
-                name: name.as_deref(),
-                kind: kind.as_deref().and_then(EntryKind::parse),
-            };
-            let mut approved = Vec::new();
-            store.update(&mut |doc| {
-                approved = approval::approve(doc, selection);
-                !approved.is_empty()
-            })?;
+            let kind = kind.as_deref().and_then(EntryKind::parse);
+            // The change may run again (a compare-and-set retried): the last run's
+            // approvals are what was stored.
+            let approved = Arc::new(Mutex::new(Vec::new()));
+            let by = approver();
+            let out = approved.clone();
+            store
+                .update(Box::new(move |doc| {
+                    let selection = Selection {
+                        backend: backend.as_deref(),
+                        name: name.as_deref(),
+                        kind,
+                    };
+                    let now = approval::approve(doc, selection, &by);
+                    let changed = !now.is_empty();
+                    *out.lock().unwrap_or_else(|e| e.into_inner()) = now;
+                    changed
+                }))
+                .await?;
+            let approved = std::mem::take(&mut *approved.lock().unwrap_or_else(|e| e.into_inner()));
             if approved.is_empty() {
                 anyhow::bail!("nothing pending matches; `vmcp pins list` shows what is");
             }
@@ -142,7 +175,7 @@ pub fn run(path: PathBuf, action: PinsAction) -> anyhow::Result<()> {
                     kind = key.kind.as_str(),
                     name = %key.name,
                     sha256 = %pin.sha256,
-                    pin_file = %store.path().display(),
+                    store = ?store,
                     "tool integrity: approved"
                 );
                 println!(

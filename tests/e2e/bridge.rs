@@ -109,7 +109,7 @@ async fn a_legacy_backends_requests_reach_only_the_caller_that_made_the_call() {
 
 /// What the asking backend saw.
 #[derive(Debug, Default)]
-struct Seen {
+pub(crate) struct Seen {
     /// The answer to its elicitation (`Ok` result or the error message).
     answers: Vec<Result<String, String>>,
     /// Its call was cancelled.
@@ -119,7 +119,7 @@ struct Seen {
 /// A 2025-11-25-only rmcp backend with one tool, `ask`, that elicits and then waits
 /// for its cancellation (or answers what it was told).
 #[derive(Clone)]
-struct Asking(Arc<Mutex<Seen>>);
+pub(crate) struct Asking(pub(crate) Arc<Mutex<Seen>>);
 
 impl ServerHandler for Asking {
     fn get_info(&self) -> ServerConfig {
@@ -212,7 +212,7 @@ async fn call_as_modern(url: &str, tool: &str, extra: Value) -> Value {
 }
 
 /// [`call_as_modern`] from `client`.
-async fn call_as_modern_from(
+pub(crate) async fn call_as_modern_from(
     client: &reqwest::Client,
     url: &str,
     tool: &str,

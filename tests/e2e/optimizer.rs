@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 use vmcp_examples::demo::{DemoList, DemoSpec, spawn};
-use vmcp_tests::stacked::stacked_gateway;
+use vmcp_tests::stacked::{modern_as, stacked_gateway};
 use vmcp_tests::{EverythingMode, config, eventually, everything, gateway, py_client};
 
 const MODES: [&str; 2] = ["legacy", "2026-07-28"];
@@ -258,4 +258,84 @@ async fn a_tool_a_backend_adds_is_found_without_restart() {
             "{mode}: {after}"
         );
     }
+}
+
+/// The optimizer follows the live configuration, also behind a stack built once
+/// (`Vmcp::stack`, never rebuilt): a reload turns it on (`call_tool` is rewritten
+/// into the call it wraps) and off again, without a restart; a reload adding a
+/// composite named like one of its tools is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_turns_the_optimizer_on_and_off_behind_a_built_stack() {
+    let gh = spawn(DemoSpec::new("gh", &["echo", "add"]), 0)
+        .await
+        .unwrap();
+    let plain = format!("backends: [{{name: gh, url: '{}'}}]\n", gh.url());
+    let vmcp = vmcp_service::Vmcp::start(config(&plain))
+        .await
+        .expect("gateway starts");
+    let stack = vmcp
+        .stack(
+            Default::default(),
+            vmcp_layers::headers::HeaderValidationLayer::new(),
+        )
+        .expect("stack builds");
+    let (addr, _stop) = vmcp_tests::serve_on_loopback(stack.router()).await;
+    let url = format!("http://{addr}/mcp");
+    let names = |reply: &vmcp_tests::stacked::Reply| -> Vec<String> {
+        reply.body["result"]["tools"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no tools: {}", reply.raw))
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let list = || modern_as(&url, None, "tools/list", json!({}));
+    let wrapped = || {
+        modern_as(
+            &url,
+            None,
+            "tools/call",
+            json!({"name": "call_tool",
+                   "arguments": {"tool_name": "gh_echo", "parameters": {"text": "hi"}}}),
+        )
+    };
+    assert_eq!(names(&list().await), ["gh_add", "gh_echo"]);
+
+    let on = format!("{plain}optimizer: {{maxToolsToReturn: 3}}\n");
+    vmcp.reload(config(&on)).await.expect("reload");
+    assert_eq!(names(&list().await), ["call_tool", "find_tool"]);
+    let reply = wrapped().await;
+    assert_eq!(
+        reply.body["result"]["content"][0]["text"], "gh: hi",
+        "call_tool reaches gh_echo: {}",
+        reply.raw
+    );
+
+    // A composite named find_tool while the optimizer is on: refused, nothing changes.
+    // (valid without the optimizer, which is then added).
+    let mut clash = config(&format!(
+        "{plain}compositeTools:\n  - name: find_tool\n    description: d\n    steps: [{{id: a, tool: gh.echo}}]\n"
+    ));
+    clash.optimizer = config(&on).optimizer;
+    let refused = vmcp.reload(clash).await;
+    assert!(
+        refused
+            .unwrap_err()
+            .to_string()
+            .contains("name is the optimizer's own tool"),
+    );
+    assert_eq!(names(&list().await), ["call_tool", "find_tool"]);
+
+    vmcp.reload(config(&plain)).await.expect("reload");
+    assert_eq!(names(&list().await), ["gh_add", "gh_echo"]);
+    let reply = wrapped().await;
+    assert_eq!(reply.body["error"]["code"], -32602, "{}", reply.raw);
+    assert!(
+        reply.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("call_tool"),
+        "{}",
+        reply.raw
+    );
 }

@@ -182,6 +182,58 @@ rateLimiting:
     assert!(add.get("result").is_some(), "{add}");
 }
 
+/// A composite call takes the global tokens once, however many steps it runs,
+/// while each step takes its real tool's tokens: with a global budget of 2 and
+/// `py_echo`'s of 3, two calls of a two-step composite are admitted (2 global
+/// tokens, not 4), the second one's second step is refused by `py_echo`'s budget,
+/// and the third call is refused by the global budget before any step runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composite_takes_the_global_tokens_once_and_each_step_its_tool_s() {
+    let py = py_backend("py", &[]).await;
+    let gw = gateway(config(&format!(
+        r#"
+backends: [{{name: py, url: '{}'}}]
+compositeTools:
+  - name: twice
+    description: echo twice through py
+    parameters: {{type: object, properties: {{text: {{type: string}}}}, required: [text]}}
+    steps:
+      - {{id: one, tool: py.echo, arguments: {{text: "{{{{.params.text}}}}"}}}}
+      - {{id: two, tool: py.echo, dependsOn: [one], arguments: {{text: "{{{{.params.text}}}}"}}}}
+rateLimiting:
+  shared: {{maxTokens: 2, refillPeriod: 1h}}
+  tools: [{{name: py_echo, shared: {{maxTokens: 3, refillPeriod: 1h}}}}]
+"#,
+        py.url
+    )))
+    .await;
+    let url = gw.url();
+    let twice = || {
+        modern(
+            &url,
+            "tools/call",
+            json!({"name": "twice", "arguments": {"text": "hi"}}),
+        )
+    };
+    let (status, first) = twice().await;
+    assert_eq!(status, 200);
+    assert_eq!(first["result"]["isError"], false, "{first}");
+    // Admitted (one global token left before it), but py_echo has one token for
+    // its two steps.
+    let (_, second) = twice().await;
+    assert_eq!(second["result"]["isError"], true, "{second}");
+    let text = second["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Rate limit exceeded"), "{text}");
+    // The global budget is spent: refused before any step, as the reference does.
+    let (status, third) = twice().await;
+    assert_eq!(status, 200);
+    assert_eq!(third["error"]["code"], 429, "{third}");
+    assert!(
+        third["error"]["data"]["retryAfterSeconds"].is_u64(),
+        "{third}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_refusals_through_the_python_sdk_client() {
     let py = py_backend("py", &[]).await;

@@ -1,6 +1,6 @@
 //! Rate-limit buckets in Redis (`sessionStorage.provider: redis`): two gateways
 //! sharing one real Redis take from one budget; keys expire; a dead Redis fails
-//! open (counted) or closed as `failMode` says.
+//! open (one WARN, counted) or closed as `failMode` says.
 
 use serde_json::json;
 use vmcp_tests::redis::RedisServer;
@@ -47,6 +47,51 @@ fn limited(reply: &Reply) -> bool {
             false
         }
         Some(_) => panic!("unexpected error: {}", reply.raw),
+    }
+}
+
+/// This test process's log, as the gateway's WARN lines reach it.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Captured {
+    /// Capture WARN and above for the rest of this process (nextest runs each test
+    /// in a process of its own).
+    fn install() -> Self {
+        use tracing_subscriber::util::SubscriberInitExt as _;
+        let logs = Self::default();
+        tracing_subscriber::fmt()
+            .with_writer(logs.clone())
+            .with_max_level(tracing_subscriber::filter::LevelFilter::WARN)
+            .with_ansi(false)
+            .finish()
+            .try_init()
+            .expect("no other subscriber in this process");
+        logs
+    }
+
+    fn lines_with(&self, needle: &str) -> usize {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|l| l.contains(needle))
+            .count()
     }
 }
 
@@ -105,6 +150,7 @@ async fn two_replicas_share_one_budget_through_redis() {
 /// `failMode: closed` refuses with 429 and its `/readyz` says not ready.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_redis_fails_open_or_closed_as_configured() {
+    let logs = Captured::install();
     let py = py_backend("py", &[]).await;
     let mut redis = RedisServer::start().await;
     let open = replica(&py.url, &redis.address(), "").await;
@@ -134,6 +180,13 @@ async fn a_dead_redis_fails_open_or_closed_as_configured() {
             r#"vmcp_rate_limit_decisions_total{tool="*",bucket="store",decision="error"} 3"#
         ),
         "{text}"
+    );
+    // One WARN per outage and replica, however many requests it served.
+    assert_eq!(logs.lines_with("failing Open"), 1, "fail open: one WARN");
+    assert_eq!(
+        logs.lines_with("failing Closed"),
+        1,
+        "fail closed: one WARN"
     );
     // Redis back: the budget is kept in Redis again (2 of 3 tokens are spent by
     // the two calls served before the kill, which Redis lost with its memory:

@@ -446,3 +446,125 @@ async fn a_reload_moves_the_status_routes_to_the_new_issuer_and_refuses_invalid_
     served.vmcp.reload(open).await.expect("reload");
     assert_eq!(get(&status, None, None).await.0, 200);
 }
+
+/// Issue 29: integrity findings name definitions nobody may list (held back until
+/// approved): `/status` and `/ui` show them to operators only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integrity_findings_are_shown_to_operators_only() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let pins = std::env::temp_dir().join(format!(
+        "vmcp-e2e-{}-status-auth-pins.json",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&pins);
+    let (served, _gh, _vault) = two_backends_under_cedar(
+        &idp,
+        &format!(
+            "integrity: {{mode: warn, newTools: block, path: '{}'}}",
+            pins.display()
+        ),
+    )
+    .await;
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let operator = key.sign(&idp.claims("olga", json!({"roles": ["ops"]})));
+
+    let (status, body) = get(&format!("{}/status", served.base), Some(&alice), None).await;
+    assert_eq!(status, 200, "{body}");
+    let document: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    assert!(document.get("integrity").is_none(), "{body}");
+    assert!(!body.contains("read_secret"), "{body}");
+    let (status, page) = get(&format!("{}/ui", served.base), Some(&alice), None).await;
+    assert_eq!(status, 200);
+    assert!(!page.contains("id=\"integrity\""), "{page}");
+
+    let (status, body) = get(&format!("{}/status", served.base), Some(&operator), None).await;
+    assert_eq!(status, 200, "{body}");
+    let document: serde_json::Value = serde_json::from_str(&body).expect("status JSON");
+    let findings = document["integrity"]["findings"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the operator sees the findings: {body}"));
+    let secret = findings
+        .iter()
+        .find(|f| f["name"] == "read_secret")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(
+        (&secret["state"], &secret["blocked"]),
+        (&json!("new"), &json!(true))
+    );
+    let (status, page) = get(&format!("{}/ui", served.base), Some(&operator), None).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("id=\"integrity\""), "{page}");
+}
+
+/// Issue 25: `/status` and `/ui` show the configured rate limits; an operator all of
+/// them, another caller the global budgets and only the tools and backends its own
+/// lists show.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_are_shown_per_caller_on_status_and_ui() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let limits = r#"rateLimiting:
+  shared: {maxTokens: 100, refillPeriod: 1m}
+  tools:
+    - {name: gh_echo, perUser: {maxTokens: 5, refillPeriod: 1m}}
+    - {name: gh_add, shared: {maxTokens: 7, refillPeriod: 1m}}
+    - {name: vault_read_secret, shared: {maxTokens: 9, refillPeriod: 1h}}
+  backends: [{name: gh, rate: {maxTokens: 50, refillPeriod: 1m}}, {name: vault, maxConcurrent: 2}]
+"#;
+    let (served, _gh, _vault) = two_backends_under_cedar(&idp, limits).await;
+    let alice = key.sign(&idp.claims("alice", json!({})));
+    let operator = key.sign(&idp.claims(
+        "olga",
+        json!({"roles": ["viewer", "ops"], "groups": ["ops"]}),
+    ));
+    let status_of = |token: String| {
+        let url = format!("{}/status", served.base);
+        async move {
+            let (code, body) = get(&url, Some(&token), None).await;
+            assert_eq!(code, 200, "{body}");
+            let document: serde_json::Value = serde_json::from_str(&body).unwrap();
+            document["rate_limiting"].clone()
+        }
+    };
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mine = status_of(alice.clone()).await;
+    assert_eq!(mine["limits"]["shared"]["maxTokens"], 100, "{mine}");
+    assert_eq!(names(&mine["limits"]["tools"]), ["gh_echo"], "{mine}");
+    assert_eq!(names(&mine["limits"]["backends"]), ["gh"], "{mine}");
+    let all = status_of(operator.clone()).await;
+    assert_eq!(
+        names(&all["limits"]["tools"]),
+        ["gh_echo", "gh_add", "vault_read_secret"],
+        "{all}"
+    );
+    assert_eq!(names(&all["limits"]["backends"]), ["gh", "vault"], "{all}");
+
+    let (_, page) = get(&format!("{}/ui", served.base), Some(&alice), None).await;
+    assert!(page.contains("<h2>Rate limits</h2>"), "{page}");
+    assert!(
+        page.contains(
+            "<tr data-limit=\"tool gh_echo\"><td><code>tool gh_echo</code></td><td>—</td><td>5 / 1m</td></tr>"
+        ),
+        "{page}"
+    );
+    assert!(page.contains("data-limit=\"tools/call\""), "{page}");
+    for hidden in ["gh_add", "vault"] {
+        assert!(!page.contains(hidden), "alice sees {hidden:?}: {page}");
+    }
+    let (_, page) = get(&format!("{}/ui", served.base), Some(&operator), None).await;
+    for shown in [
+        "data-limit=\"tool gh_add\"",
+        "data-limit=\"tool vault_read_secret\"",
+        "data-limit=\"backend vault\"",
+        "0 of 2 in flight",
+    ] {
+        assert!(page.contains(shown), "the operator sees {shown:?}: {page}");
+    }
+}

@@ -56,6 +56,7 @@ import hashlib
 import json
 import re
 import sys
+import time
 from typing import Any
 
 import anyio
@@ -98,6 +99,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--asking-tools", action="store_true", help="add tools P+'ask', P+'sample', P+'roots'")
     p.add_argument("--rug-pull", action="store_true", help="add tool P+'rugpull' that rewrites P+'echo''s description")
     p.add_argument("--busy-tools", action="store_true", help="add tools P+'busy' (sleep, counted in flight) and P+'busy_max' (most in flight at once)")
+    p.add_argument("--timed-tools", action="store_true", help="add tool P+'timed' (sleep; structured {tag, start, end} wall-clock seconds) to show calls overlapped")
     p.add_argument("--ssl-certfile", default=None, help="serve HTTPS with this PEM certificate chain")
     p.add_argument("--ssl-keyfile", default=None, help="the PEM private key of --ssl-certfile")
     p.add_argument("--refuse-bearer", type=int, choices=[401, 403], default=None, help="answer requests with a bearer token with this status")
@@ -206,6 +208,14 @@ def build_server(args: argparse.Namespace) -> MCPServer:
         @mcp.tool(name=prefix + "busy_max", description="The most busy calls in flight at once so far")
         def busy_max() -> int:
             return busy["max"]
+
+    if args.timed_tools:
+
+        @mcp.tool(name=prefix + "timed", description="Sleep; return when the call started and ended")
+        async def timed(tag: str, seconds: float) -> dict[str, Any]:
+            start = time.time()
+            await anyio.sleep(seconds)
+            return {"tag": tag, "backend": sname, "start": start, "end": time.time()}
 
     if args.asking_tools:
         import py_asking_tools  # beside this file (sys.path[0])

@@ -43,7 +43,7 @@ impl CapabilityProvider for CatalogProvider {
 /// trailing re-list that picks up the last change.
 pub(crate) const RELIST_INTERVAL: std::time::Duration = std::time::Duration::from_millis(200);
 
-/// How often the pin file (`integrity.path`) is checked for changes.
+/// How often the pin store (`integrity.path`, or Redis) is checked for changes.
 const PIN_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Which kinds of the advertised catalog changed in a rebuild.
@@ -276,16 +276,18 @@ impl Aggregator {
                 }
             }
         }
-        self.build(&reports)
+        self.build(&reports).await
     }
 
     /// Rebuild from the kept reports (health or config changed; nothing re-listed).
     pub(crate) async fn rebuild(&self) -> BuildReport {
         let reports = self.reports.lock().await;
-        self.build(&reports)
+        self.build(&reports).await
     }
 
-    fn build(&self, reports: &BTreeMap<Arc<str>, BackendCapabilities>) -> BuildReport {
+    /// Async only for the pin store's I/O (`integrity:`), which runs off the runtime;
+    /// builds are serialized by the `reports` lock the callers hold.
+    async fn build(&self, reports: &BTreeMap<Arc<str>, BackendCapabilities>) -> BuildReport {
         let config = self.config();
         let mut input: Vec<_> = reports
             .iter()
@@ -298,7 +300,9 @@ impl Aggregator {
             .collect();
         // On the backends' own definitions, before overrides and names: what `block`
         // hides is then absent everywhere, as if the backend never listed it.
-        self.integrity.check(config.integrity.as_ref(), &mut input);
+        self.integrity
+            .check(config.integrity.as_ref(), &mut input)
+            .await;
         let (mut catalog, mut report) = Catalog::build(&config, input);
         let workflows = self.workflows();
         let composites = workflows.advertise(&catalog);
@@ -346,6 +350,7 @@ impl Aggregator {
             report.unresolved.clone_into(&mut unresolved);
             unresolved.extend(displaced);
         }
+        crate::code_mode::check_catalog(&config, &catalog);
         let catalog = Arc::new(catalog);
         let old = std::mem::replace(
             &mut *self.current.write().unwrap_or_else(|e| e.into_inner()),
@@ -425,7 +430,7 @@ impl Aggregator {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
                 _ = pins.tick() => {
-                    if self.integrity.stale() {
+                    if self.integrity.stale().await {
                         self.rebuild().await;
                     }
                 }

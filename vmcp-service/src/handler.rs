@@ -10,12 +10,14 @@ mod ask;
 mod bridge;
 mod caller;
 mod caller_key;
+mod code_mode;
 mod dispatch;
 mod elicit;
 mod forward;
 mod mrtr;
 mod observe;
 mod optimizer;
+mod restored;
 mod workflow;
 mod workflow_state;
 
@@ -34,7 +36,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use vmcp_layers::McpRevision;
 use vmcp_layers::context::ListKind;
 
-use admission::{admitted_prompts, admitted_resources, admitted_templates, admitted_tools};
+use admission::{admitted_prompts, admitted_resources, admitted_templates};
+pub(crate) use bridge::{Parked, Remote};
 pub(crate) use dispatch::client_error;
 pub(crate) use forward::LogLevels;
 use observe::ObservedCall;
@@ -58,8 +61,12 @@ pub(crate) struct VmcpHandler {
     sealer: Arc<crate::seal::Sealer>,
     /// Legacy backend calls waiting for a Modern caller's input (`handler::bridge`).
     parked: Arc<bridge::Parked>,
+    /// Reaches the replica holding a call parked elsewhere (shared Redis only).
+    remote: Option<Arc<bridge::Remote>>,
     /// The optimizer's index of the current catalog (used when `optimizer` is set).
     optimizer: Arc<crate::optimizer::Optimizer>,
+    /// Sessions shared by replicas (`sessionStorage: redis`), see `restored`.
+    replicas: Option<Arc<crate::shared_sessions::SharedSessions>>,
 }
 
 impl std::fmt::Debug for VmcpHandler {
@@ -110,8 +117,33 @@ impl VmcpHandler {
             log_levels: Arc::default(),
             sealer: Arc::default(),
             parked: Arc::default(),
+            remote: None,
             optimizer: Arc::default(),
+            replicas: None,
         }
+    }
+
+    /// This handler with the gateway's sealing key, parked calls and their routing
+    /// between replicas (shared by every service of one gateway).
+    pub(crate) fn with_replica(
+        mut self,
+        sealer: Arc<crate::seal::Sealer>,
+        parked: Arc<Parked>,
+        remote: Option<Arc<Remote>>,
+    ) -> Self {
+        self.sealer = sealer;
+        self.parked = parked;
+        self.remote = remote;
+        self
+    }
+
+    /// This handler recording Legacy session state in `replicas`.
+    pub(crate) fn with_replicas(
+        mut self,
+        replicas: Option<Arc<crate::shared_sessions::SharedSessions>>,
+    ) -> Self {
+        self.replicas = replicas;
+        self
     }
 
     /// The Legacy sessions' log levels (the fast path leaves sessions that set one
@@ -189,10 +221,11 @@ impl ServerHandler for VmcpHandler {
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
-        self.sessions
-            .add_legacy(session_id(&ctx.extensions), ctx.peer, || {
-                admission::visibility(&ctx.extensions, &self.aggregator.catalog())
-            });
+        let session = session_id(&ctx.extensions);
+        self.sessions.add_legacy(session.clone(), ctx.peer, || {
+            admission::visibility(&ctx.extensions, &self.aggregator.catalog())
+        });
+        restored::reapply(self, &ctx.extensions, session.as_deref()).await;
     }
 
     #[allow(deprecated)] // resources/subscribe is the Legacy mechanism.
@@ -213,6 +246,7 @@ impl ServerHandler for VmcpHandler {
             ErrorData::invalid_request("resources/subscribe needs a session", None)
         })?;
         if self.sessions.subscribe(&session, &params.uri) {
+            restored::record_subscription(self, &session, &params.uri, true).await;
             // Subscribe the owning backend (only it: another, stalled one must not
             // hold this answer) before acknowledging, so an update the backend
             // sends after this answer is not missed.
@@ -246,6 +280,7 @@ impl ServerHandler for VmcpHandler {
         if !self.sessions.has_legacy(&session) {
             return Err(ErrorData::invalid_request("unknown session", None));
         }
+        restored::record_level(self, &session, params.level).await;
         self.log_levels.set(&self.sessions, session, params.level);
         Ok(())
     }
@@ -263,7 +298,9 @@ impl ServerHandler for VmcpHandler {
         // strangers there. A live session not registered yet (rmcp runs
         // `on_initialized` on its own task, so a fast client's next request can
         // overtake it) has nothing subscribed: there is nothing to remove.
-        self.sessions.unsubscribe(&session, &params.uri);
+        if self.sessions.unsubscribe(&session, &params.uri) {
+            restored::record_subscription(self, &session, &params.uri, false).await;
+        }
         Ok(())
     }
 
@@ -304,10 +341,13 @@ impl ServerHandler for VmcpHandler {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        if self.aggregator.config().optimizer.is_some() && crate::optimizer::is_meta_tool(name) {
-            return crate::optimizer::meta_tools()
-                .into_iter()
-                .find(|t| t.name == name);
+        if name == crate::code_mode::EXECUTE_TOOL_SCRIPT
+            && crate::code_mode::enabled(&self.aggregator.config()).is_some()
+        {
+            return Some(crate::code_mode::tool());
+        }
+        if let Some(meta) = self.optimizer_tool(name) {
+            return Some(meta);
         }
         let catalog = self.aggregator.catalog();
         catalog
@@ -322,10 +362,11 @@ impl ServerHandler for VmcpHandler {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let catalog = self.aggregator.catalog();
-        // The optimizer advertises its two tools instead, to every caller.
-        let tools = match self.aggregator.config().optimizer {
-            Some(_) => std::borrow::Cow::Owned(crate::optimizer::meta_tools()),
-            None => admitted_tools(&ctx, &catalog),
+        let tools = self.advertised_tools(&ctx, &catalog);
+        // Code mode adds its tool (handler::code_mode).
+        let tools = match crate::code_mode::enabled(&self.aggregator.config()) {
+            Some(_) => self.with_script_tool(tools)?,
+            None => tools,
         };
         let (items, next) = page(
             &tools,
@@ -410,11 +451,15 @@ impl ServerHandler for VmcpHandler {
         params: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(optimizer) = &self.aggregator.config().optimizer
-            && crate::optimizer::is_meta_tool(&params.name)
+        if params.name == crate::code_mode::EXECUTE_TOOL_SCRIPT
+            && let Some(code_mode) = crate::code_mode::enabled(&self.aggregator.config())
         {
             // Boxed: see below.
-            return Box::pin(self.call_optimizer(optimizer, params, &ctx)).await;
+            return Box::pin(self.call_script(&code_mode.clone(), params, &ctx)).await;
+        }
+        if self.optimizer_tool(&params.name).is_some() {
+            // Boxed: see below.
+            return Box::pin(self.call_optimizer(params, &ctx)).await;
         }
         if let Some(workflow) = self.aggregator.workflows().get(&params.name)
             && self.aggregator.catalog().local_tool(&params.name).is_some()
@@ -559,63 +604,4 @@ impl ServerHandler for VmcpHandler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rmcp::model::{ClientRequest, CompleteRequestParams, InitializeRequestParams};
-    use rmcp::service::Service;
-
-    /// The size of the futures `f` returns.
-    fn size<F: std::future::Future>(
-        _: impl Fn(VmcpHandler, RequestContext<RoleServer>) -> F,
-    ) -> usize {
-        std::mem::size_of::<F>()
-    }
-
-    /// rmcp awaits the `initialize` request's `handle_request` inside each Legacy
-    /// session's task, so that task is as large as this future for the session's
-    /// whole life, idle or not, and every request's task is too. The forwarding
-    /// bodies are boxed to keep it small (11,376 bytes in a test build before,
-    /// the bench's idle session 63.9 KiB against a 64 KiB target).
-    #[test]
-    fn handler_futures_stay_small() {
-        let dispatch = size(|h, c| async move {
-            h.handle_request(ClientRequest::PingRequest(Default::default()), c)
-                .await
-        });
-        let methods = [
-            (
-                "tools/call",
-                size(|h, c| async move { h.call_tool(CallToolRequestParams::new("t"), c).await }),
-            ),
-            (
-                "prompts/get",
-                size(|h, c| async move { h.get_prompt(GetPromptRequestParams::new("p"), c).await }),
-            ),
-            (
-                "resources/read",
-                size(|h, c| async move {
-                    h.read_resource(ReadResourceRequestParams::new("u"), c)
-                        .await
-                }),
-            ),
-            (
-                "completion/complete",
-                size(|h, c| async move {
-                    let params: CompleteRequestParams = serde_json::from_str("{}").unwrap();
-                    h.complete(params, c).await
-                }),
-            ),
-            (
-                "initialize",
-                size(|h, c| async move {
-                    let params: InitializeRequestParams = serde_json::from_str("{}").unwrap();
-                    h.initialize(params, c).await
-                }),
-            ),
-        ];
-        for (method, bytes) in methods {
-            assert!(bytes <= 2048, "{method}: a {bytes}-byte future");
-        }
-        assert!(dispatch <= 6144, "handle_request: a {dispatch}-byte future");
-    }
-}
+mod tests;

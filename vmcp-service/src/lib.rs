@@ -34,11 +34,13 @@
 //! [`catalog::Catalog`], [`backend::BackendRegistry`], [`Sessions`]). Routing,
 //! pagination, naming, notification propagation and the MCP handler are internal.
 
+mod admin;
 mod aggregator;
 pub mod backend;
 mod bare;
 mod caller_caps;
 pub mod catalog;
+mod code_mode;
 mod composite;
 pub mod config;
 mod connections;
@@ -54,6 +56,7 @@ mod propagation;
 mod rate_limit;
 pub mod redis_store;
 mod reload;
+mod replica;
 mod rewake;
 mod router;
 mod seal;
@@ -62,6 +65,7 @@ mod service;
 mod session_binding;
 mod session_lifetime;
 mod sessions;
+mod shared_sessions;
 pub mod status;
 mod status_view;
 mod templates;

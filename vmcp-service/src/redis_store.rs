@@ -64,6 +64,8 @@ pub struct RedisStore {
     /// `host:port` only: what logs and `/status` may show.
     display: String,
     conn: ConnectionManager,
+    /// For connections of their own (a subscriber cannot share the multiplexed one).
+    client: redis::Client,
     up: watch::Sender<bool>,
     /// Whether the probe has run once.
     probed: std::sync::atomic::AtomicBool,
@@ -128,7 +130,7 @@ impl RedisStore {
             .set_response_timeout(Some(COMMAND_TIMEOUT))
             .set_number_of_retries(2)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, manager)?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager)?;
         let display = address
             .url
             .rsplit_once('/')
@@ -139,6 +141,7 @@ impl RedisStore {
             prefix: config.key_prefix().to_string(),
             display,
             conn,
+            client,
             up,
             probed: Default::default(),
         });
@@ -154,6 +157,15 @@ impl RedisStore {
     /// The connection (a cheap clone of the multiplexed one).
     pub fn connection(&self) -> ConnectionManager {
         self.conn.clone()
+    }
+
+    /// A new subscriber connection (`SUBSCRIBE` needs one of its own), opened
+    /// within the command timeout.
+    pub async fn pubsub(&self) -> Result<redis::aio::PubSub, StoreError> {
+        match tokio::time::timeout(COMMAND_TIMEOUT, self.client.get_async_pubsub()).await {
+            Ok(pubsub) => pubsub.map_err(Into::into),
+            Err(_) => Err(StoreError::Timeout),
+        }
     }
 
     /// One `PING`, bounded by the command timeout.

@@ -75,7 +75,12 @@ pub(crate) fn build(
     .headers(with_origins(headers, config))
     .metrics_access(config.metrics_access())
     .provider(Arc::new(CatalogProvider(aggregator.clone())));
-    builder = crate::optimizer::stacked(builder, config);
+    builder = crate::optimizer::stacked(builder, aggregator);
+    builder = crate::code_mode::stacked(
+        builder,
+        config,
+        crate::optimizer::request_rewrite(aggregator),
+    );
     if let Some(telemetry) = kept {
         builder = builder.telemetry(telemetry);
     }

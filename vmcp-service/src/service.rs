@@ -68,6 +68,8 @@ pub struct Vmcp {
     status_auth: StatusAuth,
     /// The shared Redis of replicas (`sessionStorage.provider: redis`); read at start.
     store: Option<Arc<crate::redis_store::RedisStore>>,
+    /// The sealing key, parked calls and their routing.
+    replica: crate::replica::Replica,
 }
 
 impl Vmcp {
@@ -124,6 +126,10 @@ impl Vmcp {
         if buckets_in_redis && let Some(store) = &store {
             aggregator.limiter().use_redis(store.clone());
         }
+        if let Some(store) = &store {
+            // For `integrity.store: redis` (now or after a reload).
+            aggregator.integrity().use_redis(store.clone());
+        }
         let report = aggregator.refresh_all().await;
         if manual && !report.unresolved.is_empty() {
             aggregator.registry().close_all().await;
@@ -165,6 +171,14 @@ impl Vmcp {
             report_every,
             shutdown.clone(),
         ));
+        let replica =
+            match crate::replica::Replica::start(&aggregator, store.clone(), &shutdown).await {
+                Ok(replica) => replica,
+                Err(errors) => {
+                    aggregator.registry().close_all().await;
+                    return Err(ConfigError::Invalid(errors).into());
+                }
+            };
         let sessions = Arc::new(Sessions::default());
         tokio::spawn(crate::propagation::run(
             aggregator.clone(),
@@ -178,6 +192,7 @@ impl Vmcp {
             layers: std::sync::Mutex::new(None),
             status_auth,
             store,
+            replica,
         })
     }
 
@@ -195,7 +210,10 @@ impl Vmcp {
     /// keep-alive, body limit). Legacy session mode is always kept on: both
     /// revisions are served on one endpoint.
     pub fn service_with(&self, config: StreamableHttpServerConfig) -> VmcpService {
-        let handler = VmcpHandler::new(self.aggregator.clone(), self.sessions.clone());
+        let handler = self.replica.serve(VmcpHandler::new(
+            self.aggregator.clone(),
+            self.sessions.clone(),
+        ));
         let edge = crate::edge::Edge::new(
             self.aggregator.clone(),
             &config,
@@ -206,7 +224,7 @@ impl Vmcp {
             loopback_origins_only: config.allowed_origins.is_empty(),
             body_limit: config.max_request_body_bytes,
         };
-        let config = config
+        let mut config = config
             .with_legacy_session_mode(true)
             .with_cancellation_token(self.shutdown.child_token());
         // Sessions end by `operational.sessions` (session_lifetime), not by rmcp's
@@ -222,8 +240,24 @@ impl Vmcp {
             aggregator: Arc::downgrade(&self.aggregator),
         };
         tokio::spawn(sweep.run(self.shutdown.child_token()));
+        // With a shared Redis, sessions are recorded there and restored by any replica.
+        let replicas = self.store.clone().map(|store| {
+            crate::shared_sessions::SharedSessions::new(
+                store,
+                Arc::downgrade(&manager),
+                Arc::downgrade(&bindings),
+                Arc::downgrade(&self.sessions),
+                Arc::downgrade(&self.aggregator),
+            )
+        });
+        if let Some(replicas) = &replicas {
+            tokio::spawn(replicas.clone().run_passes(self.shutdown.child_token()));
+            config.session_store = Some(crate::shared_sessions::rmcp_store(replicas.clone()));
+        }
+        let handler = handler.with_replicas(replicas.clone());
         VmcpService::new(Shared {
             inner: StreamableHttpService::new(move || Ok(handler.clone()), manager.clone(), config),
+            replicas,
             bare,
             bindings,
             manager,
@@ -262,7 +296,9 @@ impl Vmcp {
             hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             auth: self.status_auth.clone(),
         };
-        let status = crate::status::router(self.aggregator.clone(), self.store.clone(), &guard);
+        let status = crate::status::router(self.aggregator.clone(), self.store.clone(), &guard)
+            // `/admin/pins…`: 404 unless `integrity.admin`; its own bearer token.
+            .merge(crate::admin::router(self.aggregator.clone()));
         if config.ui.enabled {
             status.merge(guard.apply(crate::ui::router(
                 self.aggregator.clone(),
@@ -444,7 +480,12 @@ impl Vmcp {
         .headers(crate::reload::with_origins(headers, &config))
         .metrics_access(config.metrics_access())
         .provider(Arc::new(CatalogProvider(self.aggregator().clone())));
-        let builder = crate::optimizer::stacked(builder, &config);
+        let builder = crate::optimizer::stacked(builder, self.aggregator());
+        let builder = crate::code_mode::stacked(
+            builder,
+            &config,
+            crate::optimizer::request_rewrite(self.aggregator()),
+        );
         let stack = builder.build(self.service_with(http));
         self.aggregator
             .integrity()

@@ -140,6 +140,19 @@ struct Entry {
 }
 
 impl Entry {
+    /// A session bound at `now`, with nothing in flight.
+    fn new(tag: hmac::Tag, caller: Caller, now: Instant) -> Self {
+        Self {
+            tag,
+            caller,
+            created: now,
+            last_seen: now,
+            calls: 0,
+            streams: 0,
+            closing: false,
+        }
+    }
+
     /// Whether `limits` retire this session at `now` (and it may be closed now).
     fn expired(&self, limits: &SessionLimits, now: Instant) -> bool {
         let idle = self.calls == 0
@@ -247,7 +260,7 @@ impl SessionBindings {
     }
 
     /// The message hashed for `identity`: anonymous callers share one binding.
-    fn message(identity: Option<&Identity>) -> Vec<u8> {
+    pub(crate) fn message(identity: Option<&Identity>) -> Vec<u8> {
         match identity.filter(|i| !i.is_anonymous()) {
             None => b"\x01anonymous".to_vec(),
             Some(identity) => {
@@ -335,19 +348,19 @@ impl SessionBindings {
         if let Some(entry) = victim.as_ref().and_then(|id| bound.get_mut(id)) {
             entry.closing = true;
         }
-        bound.insert(
-            session.to_owned(),
-            Entry {
-                tag,
-                caller,
-                created: now,
-                last_seen: now,
-                calls: 0,
-                streams: 0,
-                closing: false,
-            },
-        );
+        bound.insert(session.to_owned(), Entry::new(tag, caller, now));
         Admit::Bound { evicted: victim }
+    }
+
+    /// Bind a session another replica created, restored here after its record's
+    /// owner matched `identity` (the caps were counted where it was created).
+    pub(crate) fn adopt(&self, session: &str, identity: Option<&Identity>) {
+        let tag = hmac::sign(&self.key, &Self::message(identity));
+        let caller = self.caller_of(&tag, identity, None);
+        let now = Instant::now();
+        self.bound()
+            .entry(session.to_owned())
+            .or_insert(Entry::new(tag, caller, now));
     }
 
     /// Forget a session (deleted or expired).

@@ -127,10 +127,14 @@ impl Status {
         let mut status = Self::of(aggregator);
         if let Some(shown) = view.backends(&aggregator.catalog()) {
             status.backends.retain(|b| shown.contains(b.name.as_str()));
-            // Limits name backends and tools too: only the backends this viewer
-            // sees, and no tool names (a tool may be hidden from this caller).
+            // Limits name backends and tools too: only the backends and tools this
+            // viewer sees (the global and verb budgets apply to everyone).
             if let Some(limits) = &mut status.rate_limiting {
-                limits.limits.tools.clear();
+                let catalog = aggregator.catalog();
+                limits
+                    .limits
+                    .tools
+                    .retain(|t| view.tool_named(&catalog, &t.name));
                 limits
                     .limits
                     .backends

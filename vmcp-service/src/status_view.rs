@@ -49,6 +49,16 @@ impl View {
                 }))
     }
 
+    /// Whether the catalog's tool (a backend's or a composite) called `name` is
+    /// shown; an unknown name is not.
+    pub(crate) fn tool_named(&self, catalog: &Catalog, name: &str) -> bool {
+        match (catalog.tool_any(name), catalog.local_tool(name)) {
+            (Some(entry), _) => self.tool(catalog, &entry.tool, entry.advertised),
+            (None, Some(tool)) => self.tool(catalog, tool, true),
+            (None, None) => self.is_full(),
+        }
+    }
+
     /// Whether a prompt is shown.
     pub(crate) fn prompt(&self, catalog: &Catalog, prompt: &Prompt) -> bool {
         self.admits(ListKind::Prompts, |a| {

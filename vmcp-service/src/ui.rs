@@ -24,6 +24,8 @@ use futures::Stream;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 
+mod limits;
+
 use crate::aggregator::Aggregator;
 use crate::status::Status;
 use crate::status_view::{View, Viewer};
@@ -356,6 +358,7 @@ pub(crate) fn render_for(aggregator: &Aggregator, view: &View) -> String {
     if let Some(integrity) = &status.integrity {
         crate::integrity::page::render(&mut out, integrity, escape);
     }
+    limits::render(&mut out, status.rate_limiting.as_ref(), escape);
 
     let _ = write!(
         out,

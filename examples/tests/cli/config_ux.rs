@@ -93,12 +93,14 @@ async fn validate_suggests_the_closest_key() {
     // A key of the reference vMCP that vmcp does not implement: no false suggestion.
     let (ok, _, stderr) = validate(
         "unknown",
-        "backends: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\ncodeMode: {enabled: true}\n",
+        "backends: [{name: a, url: 'http://127.0.0.1:1/mcp'}]\noperational: {logLevel: debug}\n",
     )
     .await;
     assert!(ok);
     assert!(
-        stderr.contains(r#""codeMode" is not used by vmcp (not implemented, or misspelled)"#),
+        stderr.contains(
+            r#""operational.logLevel" is not used by vmcp (not implemented, or misspelled)"#
+        ),
         "{stderr}"
     );
 }

@@ -43,6 +43,14 @@ pub(super) fn check(config: &VmcpConfig, errors: &mut Vec<String>) {
             errors.push(format!("{at}: name is used by another composite tool"));
         } else if let Some(problem) = collides(config, &composite.name) {
             errors.push(format!("{at}: name {problem}"));
+        } else if config.optimizer.is_some()
+            && [super::FIND_TOOL, super::CALL_TOOL].contains(&composite.name.as_str())
+        {
+            // The optimizer answers these names itself: the composite could never
+            // be called, and a call_tool naming it would be read as the optimizer's.
+            errors.push(format!(
+                "{at}: name is the optimizer's own tool (optimizer is on); rename the composite"
+            ));
         }
         Composite {
             config,

@@ -13,16 +13,35 @@ pub struct IntegrityConfig {
     /// metric and a WARN) or `block` (a changed definition is hidden until approved).
     #[serde(default)]
     pub mode: IntegrityMode,
-    /// Where pins are kept: `file` (default; `redis` is not available yet).
+    /// Where pins are kept: `file` (default) or `redis` (the `sessionStorage` Redis,
+    /// shared by replicas; needs `sessionStorage.provider: redis`).
     #[serde(default)]
     pub store: PinStoreKind,
-    /// The pin file (`store: file`); required unless `mode: off`.
+    /// The pin file (`store: file`); required with `store: file` unless `mode: off`.
     #[serde(default)]
     pub path: Option<PathBuf>,
     /// A definition with no pin: `allow` (default; pinned on first sight) or
     /// `block` (hidden until approved with `vmcp pins approve`).
     #[serde(default)]
     pub new_tools: NewToolsPolicy,
+    /// The admin endpoint (`/admin/pins…` on the status listener): off when absent.
+    /// It has its own bearer token, apart from `incomingAuth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<IntegrityAdminConfig>,
+}
+
+/// `integrity.admin`: where the admin endpoint's bearer token comes from (exactly
+/// one of the two).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrityAdminConfig {
+    /// A file holding the token (surrounding whitespace ignored); read at start and
+    /// on reload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_file: Option<PathBuf>,
+    /// An environment variable holding the token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
 }
 
 /// `integrity.mode`.
@@ -49,7 +68,7 @@ pub enum PinStoreKind {
     /// A JSON file (`integrity.path`), shared by the gateway and `vmcp pins`.
     #[default]
     File,
-    /// Redis, shared by replicas (not available yet: refused by validation).
+    /// The `sessionStorage` Redis, shared by replicas.
     Redis,
 }
 
@@ -73,12 +92,37 @@ impl IntegrityConfig {
     }
 
     /// Check the section; messages name the field (`integrity.path …`).
-    pub fn validate(&self, errors: &mut Vec<String>) {
+    pub fn validate(
+        &self,
+        session_storage: &super::SessionStorageConfig,
+        errors: &mut Vec<String>,
+    ) {
+        if let Some(admin) = &self.admin {
+            match (&admin.token_file, &admin.token_env) {
+                (Some(_), Some(_)) | (None, None) => errors
+                    .push("integrity.admin needs exactly one of tokenFile and tokenEnv".into()),
+                (Some(path), None) if !path.is_absolute() => errors.push(format!(
+                    "integrity.admin.tokenFile {:?} must be an absolute path",
+                    path.display().to_string()
+                )),
+                (None, Some(name)) if name.is_empty() => {
+                    errors.push("integrity.admin.tokenEnv must name a variable".into())
+                }
+                _ => {}
+            }
+        }
         if self.store == PinStoreKind::Redis {
-            errors.push(
-                "integrity.store: redis is not available yet; use `store: file` with `integrity.path`"
-                    .into(),
-            );
+            if self.enabled() && session_storage.provider != super::StorageProvider::Redis {
+                errors.push(
+                    "integrity.store: redis needs sessionStorage.provider: redis (its connection)"
+                        .into(),
+                );
+            }
+            if self.path.is_some() {
+                errors.push(
+                    "integrity.path is for `store: file`; remove it with `store: redis`".into(),
+                );
+            }
             return;
         }
         match &self.path {
@@ -122,12 +166,29 @@ mod tests {
     }
 
     #[test]
-    fn redis_is_refused_with_a_clear_message() {
+    fn redis_needs_the_session_storage_address() {
         let e = errors("integrity: {mode: block, store: redis}");
-        assert!(
-            e.contains("integrity.store: redis is not available yet"),
-            "{e}"
+        assert!(e.contains("needs sessionStorage.provider: redis"), "{e}");
+        let ok = errors(
+            "sessionStorage: {provider: redis, address: 'localhost:6379'}\nintegrity: {mode: block, store: redis}",
         );
+        assert!(ok.is_empty(), "{ok}");
+        let e = errors(
+            "sessionStorage: {provider: redis, address: 'localhost:6379'}\nintegrity: {mode: block, store: redis, path: /tmp/p.json}",
+        );
+        assert!(e.contains("integrity.path is for `store: file`"), "{e}");
+    }
+
+    #[test]
+    fn admin_needs_exactly_one_token_source() {
+        let base = "integrity: {mode: warn, path: /tmp/p.json, admin: ";
+        assert!(errors(&format!("{base}{{}}}}")).contains("exactly one of tokenFile"));
+        assert!(
+            errors(&format!("{base}{{tokenFile: /t, tokenEnv: T}}}}"))
+                .contains("exactly one of tokenFile")
+        );
+        assert!(errors(&format!("{base}{{tokenFile: t}}}}")).contains("absolute path"));
+        assert!(errors(&format!("{base}{{tokenEnv: VMCP_ADMIN}}}}")).is_empty());
     }
 
     #[test]

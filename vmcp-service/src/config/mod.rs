@@ -20,6 +20,8 @@ mod outgoing;
 mod parked;
 mod rate_limit;
 pub mod schema;
+mod script;
+mod sealing;
 mod session_storage;
 mod sessions;
 mod spelling;
@@ -44,11 +46,13 @@ pub use connections::{
 };
 pub use hints::ignored_key_warning;
 pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, OidcConfig};
-pub use integrity::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
+pub use integrity::{
+    IntegrityAdminConfig, IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind,
+};
 pub use kubernetes::{KubernetesConfig, NAMESPACE_ENV};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
-pub use optimizer::{EmbeddingProvider, OptimizerConfig};
+pub use optimizer::{CALL_TOOL, EmbeddingProvider, FIND_TOOL, OptimizerConfig};
 pub use outgoing::{
     BackendAuthConfig, CallerConnectionsConfig, HeaderInjectionConfig, OutgoingAuthConfig,
     OutgoingSource, Secret, StrategyShape, StrategyType, SubjectTokenType, TokenExchangeConfig,
@@ -59,6 +63,8 @@ pub use rate_limit::{
     AnonymousKey, BackendLimitConfig, BucketConfig, BucketStoreKind, FailMode, RateLimitingConfig,
     SharedAndPerUser, ToolLimitConfig, VerbLimitsConfig,
 };
+pub use script::{CodeModeConfig, EXECUTE_TOOL_SCRIPT, ScriptLimits};
+pub use sealing::{MIN_SEALING_KEY_BYTES, SealingConfig, SealingKeys};
 pub use session_storage::{
     DEFAULT_KEY_PREFIX, REDIS_PASSWORD_ENV, RedisAddress, SessionStorageConfig, StorageProvider,
 };
@@ -129,6 +135,10 @@ pub struct VmcpConfig {
     /// Where state shared between replicas is kept (docs/scaling.md).
     #[serde(default)]
     pub session_storage: SessionStorageConfig,
+    /// The key sealing `requestState`s, shared by replicas (docs/scaling.md);
+    /// without it a random key per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealing: Option<SealingConfig>,
     /// Tool integrity: pins of backend definitions (docs/integrity.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrity: Option<IntegrityConfig>,
@@ -139,6 +149,10 @@ pub struct VmcpConfig {
     /// Token buckets per caller, tool, verb and backend (docs/rate-limiting.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limiting: Option<RateLimitingConfig>,
+    /// `execute_tool_script`: a Starlark script calling the caller's tools
+    /// (docs/code-mode.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_mode: Option<CodeModeConfig>,
     /// Discovered mode's cluster: namespace, kubeconfig, the VirtualMCPServer whose
     /// status is written (docs/kubernetes.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]

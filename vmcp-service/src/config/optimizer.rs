@@ -10,6 +10,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The optimizer's search tool, advertised instead of the catalog's tools.
+pub const FIND_TOOL: &str = "find_tool";
+/// The optimizer's call tool.
+pub const CALL_TOOL: &str = "call_tool";
+
 /// Default number of tools `find_tool` returns.
 pub const DEFAULT_MAX_TOOLS_TO_RETURN: usize = 8;
 /// The largest `maxToolsToReturn`.

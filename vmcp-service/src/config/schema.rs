@@ -128,7 +128,7 @@ mod tests {
             suggest_key("incomingAuth.oidc.audiance").as_deref(),
             Some("audience")
         );
-        assert_eq!(suggest_key("codeMode"), None, "nothing close");
+        assert_eq!(suggest_key("operational.logLevel"), None, "nothing close");
     }
 
     #[test]

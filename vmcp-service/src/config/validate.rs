@@ -230,8 +230,24 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     config.operational.listen_streams.validate(&mut errors);
     config.operational.connections.validate(&mut errors);
     config.session_storage.validate(&mut errors);
+    if let Some(sealing) = &config.sealing {
+        sealing.validate(&mut errors);
+    }
     if let Some(optimizer) = &config.optimizer {
         optimizer.validate(&mut errors);
+    }
+    if let Some(code_mode) = &config.code_mode {
+        code_mode.validate(&mut errors);
+        if code_mode.enabled {
+            for (i, composite) in config.composite_tools.iter().enumerate() {
+                if composite.name == super::EXECUTE_TOOL_SCRIPT {
+                    errors.push(format!(
+                        "compositeTools[{i}].name: {:?} is code mode's own tool",
+                        composite.name
+                    ));
+                }
+            }
+        }
     }
     if let Some(limits) = &config.rate_limiting {
         let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
@@ -270,7 +286,7 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
         auth.validate(&mut errors);
     }
     if let Some(integrity) = &config.integrity {
-        integrity.validate(&mut errors);
+        integrity.validate(&config.session_storage, &mut errors);
     }
     if let Some(audit) = &config.audit {
         audit.validate(&mut errors);
@@ -450,12 +466,15 @@ mod tests {
     #[test]
     fn unknown_keys_are_reported_not_fatal() {
         let loaded = load_str(
-            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', type: entry}]\ncodeMode: {enabled: true}\n",
+            "name: x\nincomingAuth: {type: anonymous, oidc: null}\nbackends: [{name: a, url: 'http://h/mcp', type: entry}]\noperational: {logLevel: debug}\n",
         )
         .unwrap();
         assert_eq!(
             loaded.ignored_keys,
-            vec!["backends.0.type".to_string(), "codeMode".to_string()]
+            vec![
+                "backends.0.type".to_string(),
+                "operational.logLevel".to_string()
+            ]
         );
     }
 

@@ -224,6 +224,14 @@ impl Edge {
         {
             return None;
         }
+        // So are code mode's tools/list (it adds its tool) and its tool.
+        if crate::code_mode::enabled(&self.aggregator.config()).is_some()
+            && (verb == Verb::List(ListKind::Tools)
+                || (verb == Verb::CallTool
+                    && parsed.name.as_deref() == Some(crate::code_mode::EXECUTE_TOOL_SCRIPT)))
+        {
+            return None;
+        }
         let id = match parsed.id.as_ref()? {
             Value::String(s) => NumberOrString::String(s.as_str().into()),
             Value::Number(n) => NumberOrString::Number(n.as_i64()?),

@@ -11,8 +11,14 @@
 //!   A parked call whose caller does not come back within `parkedCalls.ttl` is
 //!   reaped: the backend's request gets an error answer and the call is cancelled.
 //!
-//! The sealing key is per process, so the retry must reach the replica that holds
-//! the parked call (docs/forwarding.md).
+//! A parked call lives in the process that started it. Its `requestState` names
+//! that replica; a retry landing on another replica (with a `sealing` key every
+//! replica shares) is forwarded to the owner over Redis ([`remote`],
+//! docs/scaling.md).
+
+mod remote;
+
+pub(crate) use remote::Remote;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -121,13 +127,16 @@ impl super::VmcpHandler {
         // The caller may take its time to answer the backend's questions.
         budget.timeout += limits.ttl;
         let parking = Parking {
-            ctx,
+            ct: ctx.ct.clone(),
+            peer: Some(&ctx.peer),
             parked: &self.parked,
             sealer: &self.sealer,
+            remote: self.remote.as_ref(),
             limits,
             caps,
             caller: caller_keys(ctx),
             tool: name,
+            within: budget.timeout,
         };
         if let Some(state) = params.request_state.take() {
             let responses = params.input_responses.take();
@@ -267,6 +276,12 @@ enum ParkError {
     /// or already resumed). One answer for all, so a client learns nothing.
     #[error("invalid requestState")]
     InvalidState,
+    /// The call is held by another replica this one cannot reach (no shared
+    /// Redis), or that did not answer: it is gone, the caller should call again.
+    #[error(
+        "the gateway replica holding this call is unavailable; call the tool again without requestState"
+    )]
+    OwnerGone,
     /// `parkedCalls.max` calls are waiting already.
     #[error("too many calls are waiting for input; try again later")]
     Full,
@@ -280,6 +295,12 @@ impl From<ParkError> for ErrorData {
     fn from(error: ParkError) -> Self {
         match error {
             ParkError::InvalidState => ErrorData::invalid_params(error.to_string(), None),
+            // Retryable: the same call made again parks anew on a live replica.
+            ParkError::OwnerGone => ErrorData::new(
+                rmcp::model::ErrorCode(-32000),
+                error.to_string(),
+                Some(serde_json::json!({"retryable": true})),
+            ),
             ParkError::Full | ParkError::CallerFull => {
                 ErrorData::internal_error(error.to_string(), None)
             }
@@ -288,10 +309,24 @@ impl From<ParkError> for ErrorData {
 }
 
 /// The parked calls of this process.
-#[derive(Default)]
 pub(crate) struct Parked {
     calls: Mutex<HashMap<u64, ParkedCall>>,
     next: AtomicU64,
+    /// This replica's id, sealed into every `requestState` it hands out.
+    owner: Arc<str>,
+}
+
+impl Default for Parked {
+    fn default() -> Self {
+        Self::new(remote::replica_id())
+    }
+}
+
+/// A parked call's `requestState`, opened: which call, on which replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ticket {
+    id: u64,
+    owner: String,
 }
 
 impl std::fmt::Debug for Parked {
@@ -301,6 +336,20 @@ impl std::fmt::Debug for Parked {
 }
 
 impl Parked {
+    /// No calls parked yet, on the replica `owner`.
+    pub(crate) fn new(owner: Arc<str>) -> Self {
+        Self {
+            calls: Mutex::default(),
+            next: AtomicU64::default(),
+            owner,
+        }
+    }
+
+    /// This replica's id.
+    pub(crate) fn owner(&self) -> &Arc<str> {
+        &self.owner
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ParkedCall>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -327,7 +376,12 @@ impl Parked {
             quota,
         } = caller;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let state = sealer.seal(PURPOSE, &caller, limits.ttl, &payload(id, tool));
+        let state = sealer.seal(
+            PURPOSE,
+            &caller,
+            limits.ttl,
+            &payload(id, &self.owner, tool),
+        );
         let request = pending.request.clone();
         {
             let mut calls = self.lock();
@@ -358,7 +412,17 @@ impl Parked {
         ))
     }
 
-    /// Take the call `state` names for `caller` and `tool`.
+    /// Open `state` for `caller` and `tool`: the call it names, on whichever replica.
+    fn open(sealer: &Sealer, caller: &[u8], tool: &str, state: &str) -> Result<Ticket, ParkError> {
+        let opened = sealer.open(PURPOSE, caller, state).map_err(|error| {
+            tracing::debug!("requestState refused: {error}");
+            ParkError::InvalidState
+        })?;
+        parse_payload(&opened, tool).ok_or(ParkError::InvalidState)
+    }
+
+    /// Take the call `state` names for `caller` and `tool`, if this replica holds it.
+    #[cfg(test)]
     fn take(
         &self,
         sealer: &Sealer,
@@ -366,11 +430,15 @@ impl Parked {
         tool: &str,
         state: &str,
     ) -> Result<ParkedCall, ParkError> {
-        let opened = sealer.open(PURPOSE, caller, state).map_err(|error| {
-            tracing::debug!("requestState refused: {error}");
-            ParkError::InvalidState
-        })?;
-        let id = parse_payload(&opened, tool).ok_or(ParkError::InvalidState)?;
+        let ticket = Self::open(sealer, caller, tool, state)?;
+        if ticket.owner != *self.owner {
+            return Err(ParkError::InvalidState);
+        }
+        self.take_id(ticket.id, caller)
+    }
+
+    /// Take this replica's parked call `id` if it is `caller`'s.
+    fn take_id(&self, id: u64, caller: &[u8]) -> Result<ParkedCall, ParkError> {
         let mut calls = self.lock();
         match calls.get(&id) {
             Some(call) if call.caller == caller => {}
@@ -398,28 +466,45 @@ async fn reap(parked: Weak<Parked>, id: u64, ttl: Duration) {
     }
 }
 
-/// The sealed payload: the parked call's id and the tool it was called as.
-fn payload(id: u64, tool: &str) -> Vec<u8> {
+/// The sealed payload: the parked call's id, the replica holding it (length-
+/// prefixed) and the tool it was called as.
+fn payload(id: u64, owner: &str, tool: &str) -> Vec<u8> {
+    let owner = &owner.as_bytes()[..owner.len().min(usize::from(u8::MAX))];
     let mut out = id.to_be_bytes().to_vec();
+    out.push(u8::try_from(owner.len()).unwrap_or(u8::MAX));
+    out.extend_from_slice(owner);
     out.extend_from_slice(tool.as_bytes());
     out
 }
 
-fn parse_payload(payload: &[u8], tool: &str) -> Option<u64> {
-    let (id, name) = payload.split_at_checked(8)?;
-    (name == tool.as_bytes()).then(|| u64::from_be_bytes(id.try_into().unwrap_or_default()))
+fn parse_payload(payload: &[u8], tool: &str) -> Option<Ticket> {
+    let (id, rest) = payload.split_at_checked(8)?;
+    let (len, rest) = rest.split_first()?;
+    let (owner, name) = rest.split_at_checked(usize::from(*len))?;
+    (name == tool.as_bytes()).then(|| Ticket {
+        id: u64::from_be_bytes(id.try_into().unwrap_or_default()),
+        owner: String::from_utf8_lossy(owner).into_owned(),
+    })
 }
 
 /// A 2026-07-28 caller's call that may park: whose it is, where parked calls are
 /// kept and sealed, and what its caller may be asked.
 struct Parking<'a> {
-    ctx: &'a RequestContext<RoleServer>,
+    /// The caller went away.
+    ct: tokio_util::sync::CancellationToken,
+    /// Where the call's notifications go (none for a retry forwarded from another
+    /// replica: they are dropped).
+    peer: Option<&'a rmcp::Peer<RoleServer>>,
     parked: &'a Arc<Parked>,
     sealer: &'a Sealer,
+    /// Reaches the replica holding a call parked elsewhere.
+    remote: Option<&'a Arc<Remote>>,
     limits: ParkedLimits,
     caps: ClientCaps,
     caller: CallerKeys,
     tool: &'a str,
+    /// How long a resumed call may run (its budget).
+    within: Duration,
 }
 
 impl Parking<'_> {
@@ -430,25 +515,32 @@ impl Parking<'_> {
         mut running: Running,
     ) -> Result<Result<CallToolResponse, BackendError>, Cancelled> {
         let Self {
-            ctx,
+            ct,
+            peer,
             parked,
             sealer,
             limits,
             caps,
             caller,
             tool,
+            ..
         } = self;
+        let send = async |item| {
+            if let Some(peer) = peer {
+                deliver(peer, item).await;
+            }
+        };
         loop {
             let event = tokio::select! {
                 biased;
-                () = ctx.ct.cancelled() => Event::Cancelled,
+                () = ct.cancelled() => Event::Cancelled,
                 Some(item) = running.relayed.recv() => Event::Relayed(item),
                 Some(ask) = running.asked.recv() => Event::Ask(ask),
                 outcome = &mut running.outcome => Event::Done(outcome),
             };
             match event {
                 Event::Cancelled => return Err(Cancelled),
-                Event::Relayed(item) => deliver(&ctx.peer, item).await,
+                Event::Relayed(item) => send(item).await,
                 Event::Ask(ask) if !caps.allows(&ask.request) => {
                     let answer = policy_answer(&ask.request);
                     let _ = ask.reply.send(answer);
@@ -466,7 +558,7 @@ impl Parking<'_> {
                 }
                 Event::Done(outcome) => {
                     while let Ok(item) = running.relayed.try_recv() {
-                        deliver(&ctx.peer, item).await;
+                        send(item).await;
                     }
                     return Ok(outcome.unwrap_or_else(|_| {
                         Err(BackendError::Mcp {
@@ -485,13 +577,35 @@ impl Parking<'_> {
     /// Resume the parked call `state` names: the caller's `responses` answer the
     /// backend's request, and the call is driven on (it may park again).
     async fn resume(
-        self,
+        mut self,
         state: &str,
         responses: Option<rmcp::model::InputResponses>,
     ) -> Result<Result<CallToolResponse, BackendError>, ErrorData> {
-        let call = self
-            .parked
-            .take(self.sealer, &self.caller.seal, self.tool, state)?;
+        let ticket = Parked::open(self.sealer, &self.caller.seal, self.tool, state)?;
+        if ticket.owner != **self.parked.owner() {
+            let Some(remote) = self.remote else {
+                tracing::info!(
+                    "a requestState names a parked call of another replica, and no sessionStorage reaches it"
+                );
+                return Ok(Err(gone(ParkError::OwnerGone)));
+            };
+            let forwarded = remote::Forward {
+                owner: &ticket.owner,
+                state,
+                caller: &self.caller.seal,
+                tool: self.tool,
+                responses,
+                caps: self.caps,
+                within: self.within,
+            };
+            return tokio::select! {
+                () = self.ct.cancelled() => Err(ErrorData::from(Cancelled)),
+                answer = remote.forward(forwarded) => Ok(answer.map_err(gone)),
+            };
+        }
+        let call = self.parked.take_id(ticket.id, &self.caller.seal)?;
+        // A re-park counts against whom the call counted against when it parked.
+        self.caller.quota = call.quota.clone();
         let answer = match responses.and_then(|mut r| r.remove(INPUT_KEY)) {
             Some(value) => crate::backend::bridge::answer_from_json(&call.pending.request, value),
             None => Err(ErrorData::invalid_params("no input response", None)),
@@ -501,7 +615,14 @@ impl Parking<'_> {
     }
 }
 
-/// The caller a parked call belongs to, as sealed ([`crate::seal::caller_of`]).
+/// A failure to reach the owner of a call, as the call's error.
+fn gone(error: impl Into<ErrorData>) -> BackendError {
+    BackendError::Mcp {
+        backend: Arc::from("vmcp"),
+        error: error.into(),
+    }
+}
+
 /// A caller's keys for parking: its sealed states' binding, and its cap's.
 struct CallerKeys {
     /// What its `requestState`s are sealed to ([`crate::seal::caller_of`]).
@@ -615,9 +736,16 @@ mod tests {
 
     #[test]
     fn the_payload_names_the_call_and_its_tool() {
-        let p = payload(42, "ev_tool");
-        assert_eq!(parse_payload(&p, "ev_tool"), Some(42));
+        let p = payload(42, "replica-a", "ev_tool");
+        assert_eq!(
+            parse_payload(&p, "ev_tool"),
+            Some(Ticket {
+                id: 42,
+                owner: "replica-a".into()
+            })
+        );
         assert_eq!(parse_payload(&p, "ev_other"), None);
         assert_eq!(parse_payload(&p[..4], "ev_tool"), None);
+        assert_eq!(parse_payload(&p[..12], "ev_tool"), None);
     }
 }

@@ -2,16 +2,17 @@
 //! tools, and `find_tool`'s search filtered by the caller's admission. `call_tool`
 //! arrives here only when it could not be rewritten into the call it wraps.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ResultType};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ResultType, Tool};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::{Map, Value, json};
 
 use super::VmcpHandler;
 use super::admission::admitted_tools;
-use crate::config::OptimizerConfig;
+use crate::catalog::Catalog;
 use crate::optimizer::index::query;
 use crate::optimizer::{CALL_TOOL, FIND_TOOL};
 
@@ -54,13 +55,41 @@ fn savings(baseline: usize, returned: usize) -> f64 {
 }
 
 impl VmcpHandler {
+    /// The optimizer's own tool named `name`, when the optimizer is on (the live
+    /// config: a reload turns it on or off).
+    pub(super) fn optimizer_tool(&self, name: &str) -> Option<Tool> {
+        if self.aggregator.config().optimizer.is_none() || !crate::optimizer::is_meta_tool(name) {
+            return None;
+        }
+        crate::optimizer::meta_tools()
+            .into_iter()
+            .find(|t| t.name == name)
+    }
+
+    /// The tools `tools/list` shows this caller: the optimizer advertises its two
+    /// tools instead, to every caller.
+    pub(super) fn advertised_tools<'a>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        catalog: &'a Catalog,
+    ) -> Cow<'a, [Tool]> {
+        match self.aggregator.config().optimizer {
+            Some(_) => Cow::Owned(crate::optimizer::meta_tools()),
+            None => admitted_tools(ctx, catalog),
+        }
+    }
+
     /// A call of `find_tool`, or of a `call_tool` that names no tool.
     pub(super) async fn call_optimizer(
         &self,
-        config: &OptimizerConfig,
         params: CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let config = self.aggregator.config();
+        let Some(config) = config.optimizer.as_ref() else {
+            // A reload turned the optimizer off between the check and here.
+            return Err(crate::router::unknown("tool", &params.name));
+        };
         if params.name == CALL_TOOL {
             return Err(ErrorData::invalid_params(
                 "call_tool needs tool_name (the name of a tool find_tool returned) and \
@@ -86,18 +115,32 @@ impl VmcpHandler {
             .filter(|&i| visible.contains(tools[i].name.as_ref()))
             .map(|i| index.tokens(i))
             .sum();
-        let hits = match query(&texts) {
-            None => Vec::new(),
-            Some(query) => index.search(&query).map_err(|e| {
-                tracing::warn!("{e}");
-                ErrorData::internal_error("the tool search failed", None)
-            })?,
-        };
-        let chosen: Vec<_> = hits
-            .into_iter()
-            .filter(|hit| visible.contains(tools[hit.position].name.as_ref()))
-            .take(config.max_tools())
-            .collect();
+        let mut chosen = Vec::new();
+        if let Some(fts_query) = query(&texts) {
+            let fts_query: std::sync::Arc<str> = fts_query.into();
+            // Pages of hits, best first, until enough of them are this caller's.
+            let page = i64::try_from(config.max_tools().max(8) * 4).unwrap_or(32);
+            let mut offset = 0;
+            loop {
+                let hits = index
+                    .search_blocking(fts_query.clone(), page, offset)
+                    .await
+                    .map_err(|e| {
+                        tracing::warn!("{e}");
+                        ErrorData::internal_error("the tool search failed", None)
+                    })?;
+                let full = i64::try_from(hits.len()).unwrap_or(0) == page;
+                chosen.extend(
+                    hits.into_iter()
+                        .filter(|hit| visible.contains(tools[hit.position].name.as_ref())),
+                );
+                if chosen.len() >= config.max_tools() || !full {
+                    break;
+                }
+                offset += page;
+            }
+            chosen.truncate(config.max_tools());
+        }
         let returned: usize = chosen.iter().map(|hit| index.tokens(hit.position)).sum();
         let found: Vec<Value> = chosen
             .iter()

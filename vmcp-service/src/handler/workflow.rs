@@ -170,6 +170,32 @@ impl StepCaller for Steps {
 }
 
 impl VmcpHandler {
+    /// How the steps of a run called `composite` (a composite tool, or a code mode
+    /// script) reach backends under this request: as direct calls of its caller.
+    pub(super) fn step_caller(
+        &self,
+        composite: &str,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Arc<dyn StepCaller> {
+        Arc::new(Steps {
+            handler: self.clone(),
+            composite: composite.to_owned(),
+            admission: extension::<AdmissionHandle>(ctx).cloned(),
+            calls: extension::<BackendCalls>(ctx).cloned(),
+            audit: extension::<WorkflowAudit>(ctx).cloned(),
+            identity: extension::<Arc<Identity>>(ctx).cloned(),
+            caller: super::caller_key::caller_key(ctx),
+            metered_as: crate::rate_limit::caller(
+                extension::<Arc<Identity>>(ctx).map(|i| &**i),
+                extension::<axum::extract::ConnectInfo<std::net::SocketAddr>>(ctx)
+                    .map(|info| info.0.ip()),
+            ),
+            modern: is_modern(ctx),
+            can_elicit: declares_elicitation(ctx),
+            ctx: ctx.clone(),
+        })
+    }
+
     /// Run the composite `workflow` for this request.
     pub(super) async fn call_composite(
         &self,
@@ -187,25 +213,8 @@ impl VmcpHandler {
                 calls.0.workflow(&name, started.elapsed(), error);
             }
         };
-        let steps = Steps {
-            handler: self.clone(),
-            composite: workflow.config.name.clone(),
-            admission: extension::<AdmissionHandle>(ctx).cloned(),
-            calls: extension::<BackendCalls>(ctx).cloned(),
-            audit: extension::<WorkflowAudit>(ctx).cloned(),
-            identity: extension::<Arc<Identity>>(ctx).cloned(),
-            caller: super::caller_key::caller_key(ctx),
-            metered_as: crate::rate_limit::caller(
-                extension::<Arc<Identity>>(ctx).map(|i| &**i),
-                extension::<axum::extract::ConnectInfo<std::net::SocketAddr>>(ctx)
-                    .map(|info| info.0.ip()),
-            ),
-            modern: is_modern(ctx),
-            can_elicit: declares_elicitation(ctx),
-            ctx: ctx.clone(),
-        };
+        let steps = self.step_caller(&workflow.config.name, ctx);
         let catalog = self.aggregator.catalog();
-        let steps: Arc<dyn StepCaller> = Arc::new(steps);
         let (run, resume) = match &params.request_state {
             None => (Run::new(workflow, catalog, steps), None),
             Some(token) => {

@@ -136,8 +136,13 @@ pub fn diffs(doc: &PinDocument, selection: Selection<'_>) -> Vec<PendingDiff> {
         .collect()
 }
 
-/// Make the selected pending definitions the pins; returns what was approved.
-pub fn approve(doc: &mut PinDocument, selection: Selection<'_>) -> Vec<(String, PinKey, Pin)> {
+/// Make the selected pending definitions the pins, noting `by` as who approved
+/// them; returns what was approved.
+pub fn approve(
+    doc: &mut PinDocument,
+    selection: Selection<'_>,
+    by: &str,
+) -> Vec<(String, PinKey, Pin)> {
     let mut approved = Vec::new();
     for (backend, pending) in doc.pending.iter_mut() {
         let chosen: Vec<PinKey> = pending
@@ -148,6 +153,7 @@ pub fn approve(doc: &mut PinDocument, selection: Selection<'_>) -> Vec<(String, 
         for key in chosen {
             if let Some(mut pin) = pending.remove(&key) {
                 pin.at = Some(super::store::now());
+                pin.approved_by = Some(by.to_owned());
                 doc.pins
                     .entry(backend.clone())
                     .or_default()

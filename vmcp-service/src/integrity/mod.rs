@@ -11,6 +11,7 @@
 pub mod approval;
 pub mod canonical;
 pub(crate) mod page;
+pub mod redis_pins;
 mod sinks;
 pub mod store;
 
@@ -22,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::BackendCapabilities;
-use crate::config::{IntegrityConfig, IntegrityMode, NewToolsPolicy};
+use crate::config::{IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind};
 pub use canonical::Definition;
 use sinks::{Event, Sinks};
 pub use store::{
@@ -31,6 +32,9 @@ pub use store::{
 
 /// At most this many findings on `/status` (a backend can change thousands at once).
 const MAX_FINDINGS: usize = 200;
+/// The most pins (and, apart, pending entries) kept per backend: a backend that
+/// advertises more cannot grow the store without bound.
+pub const MAX_ENTRIES_PER_BACKEND: usize = 10_000;
 /// A diffed value longer than this (as JSON) is shown cut.
 const MAX_DIFF_VALUE: usize = 2048;
 
@@ -44,6 +48,9 @@ pub enum FindingState {
     New,
     /// The pin file cannot be read, so it cannot be checked (`block` hides it).
     Unverified,
+    /// Its backend already has the most pins kept (10,000), so it is not pinned
+    /// (`block` hides it).
+    Unpinned,
 }
 
 /// An old and a new value of one pinned field (absent: not in that definition).
@@ -103,6 +110,24 @@ fn is_zero(n: &usize) -> bool {
 pub struct Integrity {
     state: Mutex<State>,
     sinks: Sinks,
+    /// The replicas' shared Redis, for `store: redis`.
+    redis: std::sync::OnceLock<Arc<crate::redis_store::RedisStore>>,
+}
+
+/// Which store a configuration names: a new one starts from nothing read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum StoreId {
+    File(PathBuf),
+    Redis,
+}
+
+impl StoreId {
+    fn of(config: &IntegrityConfig) -> Option<Self> {
+        match config.store {
+            PinStoreKind::File => Some(StoreId::File(config.path.clone()?)),
+            PinStoreKind::Redis => Some(StoreId::Redis),
+        }
+    }
 }
 
 impl std::fmt::Debug for Integrity {
@@ -114,7 +139,7 @@ impl std::fmt::Debug for Integrity {
 #[derive(Default)]
 struct State {
     mode: IntegrityMode,
-    store: Option<(PathBuf, Arc<dyn PinStore>)>,
+    store: Option<(StoreId, Arc<dyn PinStore>)>,
     loaded: bool,
     document: PinDocument,
     version: Option<StoreVersion>,
@@ -169,48 +194,86 @@ impl Writes {
 }
 
 impl Integrity {
+    /// Keep pins in this Redis when `integrity.store: redis` (set once, at start).
+    pub(crate) fn use_redis(&self, store: Arc<crate::redis_store::RedisStore>) {
+        let _ = self.redis.set(store);
+    }
+
+    /// The store the last check used (`None` when off): the admin endpoint approves
+    /// on it.
+    pub(crate) fn store(&self) -> Option<Arc<dyn PinStore>> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.store.as_ref().map(|(_, store)| store.clone())
+    }
+
     /// Check every definition in `input` against the pins under `config`, leaving out
-    /// those `block` hides. Off (or no section): nothing is checked or kept.
-    pub(crate) fn check(
+    /// those `block` hides. Off (or no section): nothing is checked or kept. Store
+    /// I/O is awaited with no lock held; the aggregator runs one check at a time.
+    pub(crate) async fn check(
         &self,
         config: Option<&IntegrityConfig>,
         input: &mut [(Arc<str>, BackendCapabilities)],
     ) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let Some((config, path)) = config
+        let Some((config, id)) = config
             .filter(|c| c.enabled())
-            .and_then(|c| Some((c, c.path.as_deref()?)))
+            .and_then(|c| Some((c, StoreId::of(c)?)))
         else {
-            *state = State::default();
+            *self.lock() = State::default();
             return;
         };
-        state.open(path);
-        state.mode = config.mode;
-        state.refresh();
+        let store = {
+            let mut state = self.lock();
+            state.open(id, || self.make_store(config));
+            state.mode = config.mode;
+            state.store.as_ref().map(|(_, store)| store.clone())
+        };
+        let Some(store) = store else {
+            return;
+        };
+        // Re-read the document if the store changed since it was read.
+        let version = store.version().await;
+        let reload = {
+            let state = self.lock();
+            !state.loaded || version != state.version
+        };
+        if reload {
+            let loaded = store.load().await;
+            self.lock().loaded(loaded, version);
+        }
         let mut writes = Writes::default();
         let mut findings = Vec::new();
         let mut events = Vec::new();
-        for (backend, caps) in input.iter_mut() {
-            let mut decide = |kind: EntryKind, item: &dyn ErasedItem| {
-                let Some(definition) = item.definition(kind) else {
-                    return true;
+        let unreadable = {
+            let mut state = self.lock();
+            for (backend, caps) in input.iter_mut() {
+                let mut decide = |kind: EntryKind, item: &dyn ErasedItem| {
+                    let Some(definition) = item.definition(kind) else {
+                        return true;
+                    };
+                    state.decide(
+                        config,
+                        backend,
+                        definition,
+                        &mut writes,
+                        &mut findings,
+                        &mut events,
+                    )
                 };
-                state.decide(
-                    config,
-                    backend,
-                    definition,
-                    &mut writes,
-                    &mut findings,
-                    &mut events,
-                )
-            };
-            caps.tools.retain(|t| decide(EntryKind::Tool, t));
-            caps.prompts.retain(|p| decide(EntryKind::Prompt, p));
-            caps.templates.retain(|t| decide(EntryKind::Template, t));
+                caps.tools.retain(|t| decide(EntryKind::Tool, t));
+                caps.prompts.retain(|p| decide(EntryKind::Prompt, p));
+                caps.templates.retain(|t| decide(EntryKind::Template, t));
+            }
+            state.unreadable
+        };
+        // Writes are held while the store cannot be read, so what another writer
+        // (an approval) put there is not overwritten with a guess.
+        if !writes.is_empty() && !unreadable {
+            let writes = Arc::new(writes);
+            let apply = writes.clone();
+            let stored = store.update(Box::new(move |doc| apply.apply(doc))).await;
+            self.lock().stored(stored, &writes);
         }
-        if !writes.is_empty() {
-            state.store(&writes);
-        }
+        let mut state = self.lock();
         // A backend out of this build (unhealthy, say) keeps what was reported about
         // it: its return is not a new change.
         state.announced.retain(|(backend, key), _| {
@@ -228,14 +291,37 @@ impl Integrity {
         self.sinks.emit(events);
     }
 
-    /// Whether the pin store changed since the last check (a cheap `stat`): the
-    /// aggregator rebuilds then, so an approval applies without a restart.
-    pub(crate) fn stale(&self) -> bool {
-        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state
-            .store
-            .as_ref()
-            .is_some_and(|(_, store)| store.version() != state.version)
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn make_store(&self, config: &IntegrityConfig) -> Result<Arc<dyn PinStore>, StoreError> {
+        match config.store {
+            PinStoreKind::File => {
+                let path = config.path.as_deref().unwrap_or(Path::new(""));
+                Ok(Arc::new(FilePinStore::new(path)))
+            }
+            PinStoreKind::Redis => match self.redis.get() {
+                Some(redis) => Ok(Arc::new(redis_pins::RedisPinStore::new(redis.clone()))),
+                None => Err(StoreError::Redis(
+                    "no redis was opened at start (sessionStorage.address)".into(),
+                )),
+            },
+        }
+    }
+
+    /// Whether the pin store changed since the last check (a `stat`, or one Redis
+    /// `GET`): the aggregator rebuilds then, so an approval applies without a
+    /// restart, on every replica.
+    pub(crate) async fn stale(&self) -> bool {
+        let (store, seen) = {
+            let state = self.lock();
+            match &state.store {
+                Some((_, store)) => (store.clone(), state.version),
+                None => return false,
+            }
+        };
+        store.version().await != seen
     }
 
     /// The integrity section of `/status` (`None` when off).
@@ -287,27 +373,31 @@ impl Finding {
 }
 
 impl State {
-    /// Use the store at `path` (a new path: a new store, nothing read yet).
-    fn open(&mut self, path: &Path) {
-        if self.store.as_ref().is_some_and(|(p, _)| p == path) {
+    /// Use the store `id` names (a new one: nothing read yet). A store that cannot
+    /// be made leaves every entry unverified.
+    fn open(&mut self, id: StoreId, make: impl FnOnce() -> Result<Arc<dyn PinStore>, StoreError>) {
+        if self.store.as_ref().is_some_and(|(i, _)| *i == id) {
             return;
         }
-        *self = State {
-            store: Some((path.to_owned(), Arc::new(FilePinStore::new(path)))),
-            ..State::default()
-        };
+        *self = State::default();
+        match make() {
+            Ok(store) => self.store = Some((id, store)),
+            Err(error) => {
+                self.note_error(&error);
+                self.unreadable = true;
+            }
+        }
     }
 
-    /// Re-read the document if the store changed since it was read.
-    fn refresh(&mut self) {
-        let Some((_, store)) = &self.store else {
-            return;
-        };
-        let store = store.clone();
-        if self.loaded && store.version() == self.version {
-            return;
-        }
-        match store.load() {
+    /// Take what a read returned. A failed read keeps the last good document (its
+    /// pins still apply) and notes the version seen, so the read is retried when the
+    /// store changes rather than on every poll.
+    fn loaded(
+        &mut self,
+        loaded: Result<(PinDocument, Option<StoreVersion>), StoreError>,
+        seen: Option<StoreVersion>,
+    ) {
+        match loaded {
             Ok((document, version)) => {
                 self.document = document;
                 self.version = version;
@@ -317,21 +407,19 @@ impl State {
             }
             Err(error) => {
                 self.note_error(&error);
+                self.version = seen;
                 self.unreadable = true;
             }
         }
     }
 
-    /// Merge `writes` into the stored document.
-    fn store(&mut self, writes: &Writes) {
-        let Some((_, store)) = &self.store else {
-            return;
-        };
-        if self.unreadable {
-            return;
-        }
-        let store = store.clone();
-        match store.update(&mut |doc| writes.apply(doc)) {
+    /// Take what a write returned.
+    fn stored(
+        &mut self,
+        stored: Result<(PinDocument, Option<StoreVersion>), StoreError>,
+        writes: &Writes,
+    ) {
+        match stored {
             Ok((document, version)) => {
                 self.document = document;
                 self.version = version;
@@ -343,6 +431,11 @@ impl State {
                 self.note_error(&error);
             }
         }
+    }
+
+    /// How many pins `backend` has.
+    fn entries(&self, backend: &str) -> usize {
+        self.document.pins.get(backend).map_or(0, |m| m.len())
     }
 
     fn note_error(&mut self, error: &StoreError) {
@@ -375,7 +468,12 @@ impl State {
                 }
                 if announced == Some(&definition.sha256) {
                     // What was reported changed is now the pin: it was approved.
-                    events.push(Event::approval(backend, &key, &definition.sha256));
+                    events.push(Event::approval(
+                        backend,
+                        &key,
+                        &definition.sha256,
+                        pin.approved_by.as_deref(),
+                    ));
                 }
                 return true;
             }
@@ -383,12 +481,18 @@ impl State {
             None if self.unreadable => {
                 (FindingState::Unverified, config.mode == IntegrityMode::Warn)
             }
+            None if self.entries(backend) >= MAX_ENTRIES_PER_BACKEND => {
+                // Over the cap nothing more is stored: the entry is reported, and
+                // `block` hides it, as it cannot be checked.
+                (FindingState::Unpinned, config.mode == IntegrityMode::Warn)
+            }
             None if config.new_tools == NewToolsPolicy::Allow => {
                 // Trust on first use: pinned as first seen.
                 let pin = Pin {
                     sha256: definition.sha256,
                     definition: definition.value,
                     at: Some(store::now()),
+                    approved_by: None,
                 };
                 self.document
                     .pins
@@ -413,7 +517,10 @@ impl State {
         if announced != Some(&definition.sha256) {
             events.push(Event::change(&finding));
         }
-        if state != FindingState::Unverified
+        let room = pending.is_some()
+            || self.document.pending.get(backend).map_or(0, |m| m.len()) < MAX_ENTRIES_PER_BACKEND;
+        if !matches!(state, FindingState::Unverified | FindingState::Unpinned)
+            && room
             && pending.map(|p| &p.sha256) != Some(&definition.sha256)
         {
             writes.pending.push((
@@ -423,6 +530,7 @@ impl State {
                     sha256: definition.sha256,
                     definition: definition.value,
                     at: Some(store::now()),
+                    approved_by: None,
                 },
             ));
         }

@@ -28,6 +28,8 @@ pub(crate) fn render(out: &mut String, status: &IntegrityStatus, escape: fn(&str
             (super::FindingState::New, _) => "new, hidden",
             (super::FindingState::Unverified, true) => "unverified, hidden",
             (super::FindingState::Unverified, false) => "unverified, advertised",
+            (super::FindingState::Unpinned, true) => "unpinned (over the cap), hidden",
+            (super::FindingState::Unpinned, false) => "unpinned (over the cap), advertised",
         };
         let _ = write!(
             out,

@@ -35,6 +35,7 @@ impl Event {
             FindingState::Changed => "changed",
             FindingState::New => "new",
             FindingState::Unverified => "unverified",
+            FindingState::Unpinned => "unpinned",
         };
         let action = if finding.blocked {
             "hidden until approved (vmcp pins approve)"
@@ -70,16 +71,26 @@ impl Event {
         }
     }
 
-    pub(super) fn approval(backend: &str, key: &PinKey, sha256: &str) -> Self {
+    pub(super) fn approval(
+        backend: &str,
+        key: &PinKey,
+        sha256: &str,
+        approved_by: Option<&str>,
+    ) -> Self {
+        let by = approved_by.map(logged);
         tracing::info!(
             backend,
             kind = key.kind.as_str(),
             name = %logged(&key.name),
             sha256,
+            approved_by = by.as_deref().unwrap_or("-"),
             "tool integrity: approved definition applied"
         );
         let mut data = Map::new();
         data.insert("sha256".into(), json!(sha256));
+        if let Some(by) = by {
+            data.insert("approved_by".into(), json!(by));
+        }
         Self {
             kind: "integrity_approval",
             outcome: "success",

@@ -1,5 +1,6 @@
-//! Where pins live: the [`PinStore`] trait (a file today; Redis plugs in behind the
-//! same trait) and the pin document both the gateway and `vmcp pins` read and write.
+//! Where pins live: the [`PinStore`] trait (a file here, Redis in
+//! [`super::redis_pins`]) and the pin document both the gateway and `vmcp pins`
+//! read and write.
 //!
 //! The document holds, per backend, the approved pins and the pending definitions
 //! (seen but not approved: changed ones, and new ones under `newTools: block`). Every
@@ -12,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -98,6 +100,10 @@ pub struct Pin {
     /// When it was pinned or first seen (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<String>,
+    /// Who approved it (`cli:USER` for `vmcp pins approve`, `admin` for the admin
+    /// endpoint); absent when pinned on first sight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approved_by: Option<String>,
 }
 
 /// Per backend, per entry.
@@ -125,10 +131,25 @@ fn one() -> u32 {
 
 /// A token that changes whenever the stored pins change (compared, never read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StoreVersion {
-    inode: u64,
-    modified: Option<SystemTime>,
-    len: u64,
+pub struct StoreVersion(Token);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Token {
+    /// The file's identity and size: a write renames a new file over it.
+    File {
+        inode: u64,
+        modified: Option<SystemTime>,
+        len: u64,
+    },
+    /// A counter every write increments (Redis).
+    Counter(u64),
+}
+
+impl StoreVersion {
+    /// The version numbered `n` of a store that counts its writes.
+    pub(crate) fn counter(n: u64) -> Self {
+        Self(Token::Counter(n))
+    }
 }
 
 /// Why the pins could not be read or written.
@@ -151,35 +172,51 @@ pub enum StoreError {
         message: String,
     },
     /// Another writer held the lock too long.
-    #[error("pin file {0} is locked by another writer (remove {0}.lock if no vmcp is running)")]
+    #[error("pin file {0} is locked by another writer")]
     Locked(PathBuf),
+    /// The pins are kept in Redis and Redis failed (or is not configured).
+    #[error("pins in redis: {0}")]
+    Redis(String),
+    /// Other writers kept changing the pins while this one tried to.
+    #[error("pins in redis changed under every one of {0} attempts to write them")]
+    Contended(u32),
+    /// The store is larger than the cap (64 MiB).
+    #[error("the pins are larger than {MAX_DOCUMENT_BYTES} bytes")]
+    TooLarge,
 }
 
+/// Change a pin document, under the store's lock (or compare-and-set): may run more
+/// than once, on the document as stored at each attempt; returns whether it changed
+/// anything (nothing is written otherwise).
+pub type Change = Box<dyn FnMut(&mut PinDocument) -> bool + Send>;
+
 /// Where pins are kept. Reads are cheap to repeat: [`PinStore::version`] says
-/// whether [`PinStore::load`] would return something new.
+/// whether [`PinStore::load`] would return something new. Every method is async and
+/// keeps blocking I/O off the runtime (the file store runs on the blocking pool).
 pub trait PinStore: Send + Sync + fmt::Debug {
     /// The stored document (empty when nothing is stored yet).
-    fn load(&self) -> Result<(PinDocument, Option<StoreVersion>), StoreError>;
-    /// The current version, without reading the document.
-    fn version(&self) -> Option<StoreVersion>;
+    fn load(&self) -> BoxFuture<'_, Result<(PinDocument, Option<StoreVersion>), StoreError>>;
+    /// The current version, without reading the document (`None`: nothing stored, or
+    /// the store cannot be reached).
+    fn version(&self) -> BoxFuture<'_, Option<StoreVersion>>;
     /// Read, apply `change`, and store the result if `change` returned true, all
     /// under the store's lock. Returns the document as stored afterwards.
     fn update(
         &self,
-        change: &mut dyn FnMut(&mut PinDocument) -> bool,
-    ) -> Result<(PinDocument, Option<StoreVersion>), StoreError>;
+        change: Change,
+    ) -> BoxFuture<'_, Result<(PinDocument, Option<StoreVersion>), StoreError>>;
 }
 
 /// The largest pin document read (a definition is small; a backend with thousands
 /// of tools stays well below).
-const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_DOCUMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a writer waits for the lock.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
-/// A lock file older than this was left by a writer that died.
-const STALE_LOCK: Duration = Duration::from_secs(30);
 
 /// Pins in a JSON file: written to a temporary file beside it and renamed over it
-/// (a reader never sees half a document), under a lock file `PATH.lock`.
+/// (a reader never sees half a document), under an OS lock on `PATH.lock` (released
+/// by the kernel when a writer dies, so no stale lock outlives a crash; `vmcp pins
+/// approve` and `vmcp serve` take the same lock).
 #[derive(Debug, Clone)]
 pub struct FilePinStore {
     path: PathBuf,
@@ -258,33 +295,26 @@ impl FilePinStore {
         result.map_err(|e| self.io(e))
     }
 
-    fn lock(&self) -> Result<LockFile, StoreError> {
+    fn lock(&self) -> Result<std::fs::File, StoreError> {
         let path = sibling(&self.path, "lock");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| self.io(e))?;
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         loop {
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(_) => return Ok(LockFile(path)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let stale = std::fs::metadata(&path)
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|t| t.elapsed().ok())
-                        .is_some_and(|age| age > STALE_LOCK);
-                    if stale {
-                        tracing::warn!(lock = %path.display(), "removing a stale pin file lock");
-                        let _ = std::fs::remove_file(&path);
-                        continue;
-                    }
+            match file.try_lock() {
+                // Unlocked when the file is dropped (closed).
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) => {
                     if std::time::Instant::now() >= deadline {
                         return Err(StoreError::Locked(self.path.clone()));
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                Err(e) => return Err(self.io(e)),
+                Err(std::fs::TryLockError::Error(e)) => return Err(self.io(e)),
             }
         }
     }
@@ -298,34 +328,28 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Held while writing; removed on drop.
-struct LockFile(PathBuf);
-
-impl Drop for LockFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-impl PinStore for FilePinStore {
-    fn load(&self) -> Result<(PinDocument, Option<StoreVersion>), StoreError> {
+impl FilePinStore {
+    /// The stored document (blocking; [`PinStore::load`] off the runtime).
+    pub fn load(&self) -> Result<(PinDocument, Option<StoreVersion>), StoreError> {
         self.read()
     }
 
-    fn version(&self) -> Option<StoreVersion> {
+    /// The file's version (blocking: one `stat`).
+    pub fn version(&self) -> Option<StoreVersion> {
         let meta = std::fs::metadata(&self.path).ok()?;
         #[cfg(unix)]
         let inode = std::os::unix::fs::MetadataExt::ino(&meta);
         #[cfg(not(unix))]
         let inode = 0;
-        Some(StoreVersion {
+        Some(StoreVersion(Token::File {
             inode,
             modified: meta.modified().ok(),
             len: meta.len(),
-        })
+        }))
     }
 
-    fn update(
+    /// Read, change and write under the lock (blocking).
+    pub fn update(
         &self,
         change: &mut dyn FnMut(&mut PinDocument) -> bool,
     ) -> Result<(PinDocument, Option<StoreVersion>), StoreError> {
@@ -336,6 +360,46 @@ impl PinStore for FilePinStore {
         }
         self.write(&document)?;
         Ok((document, self.version()))
+    }
+}
+
+/// `f` on the blocking pool (a panic there is an I/O error, not a crash).
+async fn blocking<T: Send + 'static>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+        Err(StoreError::Io {
+            path: path.to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })
+    })
+}
+
+impl PinStore for FilePinStore {
+    fn load(&self) -> BoxFuture<'_, Result<(PinDocument, Option<StoreVersion>), StoreError>> {
+        let store = self.clone();
+        Box::pin(blocking(&self.path, move || store.read()))
+    }
+
+    fn version(&self) -> BoxFuture<'_, Option<StoreVersion>> {
+        let store = self.clone();
+        Box::pin(async move {
+            blocking(&self.path, move || Ok(FilePinStore::version(&store)))
+                .await
+                .ok()
+                .flatten()
+        })
+    }
+
+    fn update(
+        &self,
+        mut change: Change,
+    ) -> BoxFuture<'_, Result<(PinDocument, Option<StoreVersion>), StoreError>> {
+        let store = self.clone();
+        Box::pin(blocking(&self.path, move || {
+            FilePinStore::update(&store, &mut *change)
+        }))
     }
 }
 
@@ -362,6 +426,7 @@ mod tests {
             sha256: sha.into(),
             definition: json!({"name": "a:b"}),
             at: None,
+            approved_by: None,
         }
     }
 
@@ -399,10 +464,8 @@ mod tests {
             .unwrap();
         assert_ne!(v1, v2, "a rename gives a new version");
         assert_eq!(store.version(), v2);
-        assert!(
-            !sibling(store.path(), "lock").exists(),
-            "the lock is released"
-        );
+        let lock = std::fs::File::open(sibling(store.path(), "lock")).unwrap();
+        assert!(lock.try_lock().is_ok(), "the lock is released");
     }
 
     #[test]

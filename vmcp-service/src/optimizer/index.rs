@@ -196,15 +196,30 @@ impl Index {
     }
 
     /// Every tool matching `fts_query` (from [`query`]), best first.
+    #[cfg(test)]
     pub(crate) fn search(&self, fts_query: &str) -> Result<Vec<Hit>, IndexError> {
+        self.search_page(fts_query, i64::MAX, 0)
+    }
+
+    /// At most `limit` tools matching `fts_query`, best first, after the first
+    /// `offset`: the caller pages until it has enough hits it may show, so a search
+    /// matching thousands of tools does not rank them all into memory. Blocking
+    /// (SQLite): call it off the async runtime ([`Self::search_blocking`]).
+    pub(crate) fn search_page(
+        &self,
+        fts_query: &str,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Hit>, IndexError> {
         let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
         let mut statement = db.prepare_cached(
             "SELECT rowid, bm25(tools, ?2, ?3, ?4) AS rank FROM tools \
-             WHERE tools MATCH ?1 ORDER BY rank, rowid",
+             WHERE tools MATCH ?1 ORDER BY rank, rowid LIMIT ?5 OFFSET ?6",
         )?;
-        let rows = statement.query_map((fts_query, WEIGHTS.0, WEIGHTS.1, WEIGHTS.2), |row| {
-            Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?))
-        })?;
+        let rows = statement.query_map(
+            (fts_query, WEIGHTS.0, WEIGHTS.1, WEIGHTS.2, limit, offset),
+            |row| Ok((row.get::<_, i64>(0)?, row.get::<_, f64>(1)?)),
+        )?;
         let mut hits = Vec::new();
         for row in rows {
             let (rowid, rank) = row?;
@@ -217,6 +232,20 @@ impl Index {
             }
         }
         Ok(hits)
+    }
+
+    /// [`Self::search_page`] on the blocking pool: an FTS query over thousands of
+    /// tools must not hold an async worker (nor the index's lock on one).
+    pub(crate) async fn search_blocking(
+        self: &std::sync::Arc<Self>,
+        fts_query: std::sync::Arc<str>,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let index = self.clone();
+        tokio::task::spawn_blocking(move || index.search_page(&fts_query, limit, offset))
+            .await
+            .map_err(|_| IndexError::Build("the search was cancelled".into()))?
     }
 }
 
@@ -284,5 +313,28 @@ mod tests {
         assert_eq!(best("city").as_deref(), Some("weather_forecast"));
         assert_eq!(best("kubernetes"), None);
         assert!(index.tokens(0) > 0);
+    }
+
+    #[tokio::test]
+    async fn pages_of_hits_are_the_ranking_in_slices() {
+        let tools: Vec<Tool> = (0..20)
+            .map(|i| tool(&format!("t{i}"), &"file ".repeat(i + 1), &[]))
+            .collect();
+        let index = std::sync::Arc::new(Index::build(&tools).unwrap());
+        let q: std::sync::Arc<str> = query(&["file"]).unwrap().into();
+        let all: Vec<usize> = index
+            .search(&q)
+            .unwrap()
+            .iter()
+            .map(|h| h.position)
+            .collect();
+        assert_eq!(all.len(), 20);
+        let mut paged = Vec::new();
+        for offset in (0..25).step_by(6) {
+            let page = index.search_blocking(q.clone(), 6, offset).await.unwrap();
+            assert!(page.len() <= 6);
+            paged.extend(page.iter().map(|h| h.position));
+        }
+        assert_eq!(paged, all);
     }
 }

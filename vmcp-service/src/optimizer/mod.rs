@@ -23,10 +23,7 @@ use crate::catalog::Catalog;
 use crate::config::VmcpConfig;
 use index::Index;
 
-/// The search tool.
-pub(crate) const FIND_TOOL: &str = "find_tool";
-/// The call tool.
-pub(crate) const CALL_TOOL: &str = "call_tool";
+pub(crate) use crate::config::{CALL_TOOL, FIND_TOOL};
 
 /// Whether `name` is one of the optimizer's own tools.
 pub(crate) fn is_meta_tool(name: &str) -> bool {
@@ -121,15 +118,22 @@ impl Optimizer {
     }
 }
 
-/// `builder` with the optimizer's rewrite when `config` turns the optimizer on.
+/// `builder` with the optimizer's rewrite. It is always installed and follows the
+/// live configuration: a reload that turns the optimizer on or off changes what
+/// `find_tool`/`call_tool` mean without rebuilding the stack (a stack built by
+/// `Vmcp::stack` is never rebuilt).
 pub(crate) fn stacked(
     builder: vmcp_layers::stack::StackBuilder,
-    config: &VmcpConfig,
+    aggregator: &Arc<crate::aggregator::Aggregator>,
 ) -> vmcp_layers::stack::StackBuilder {
-    match config.optimizer {
-        Some(_) => builder.rewrite(Arc::new(rewrite::OptimizerRewrite)),
-        None => builder,
-    }
+    builder.rewrite(request_rewrite(aggregator))
+}
+
+/// The optimizer's request rewrite (code mode chains to it).
+pub(crate) fn request_rewrite(
+    aggregator: &Arc<crate::aggregator::Aggregator>,
+) -> Arc<dyn vmcp_layers::rewrite::RequestRewrite> {
+    Arc::new(rewrite::OptimizerRewrite::new(aggregator.clone()))
 }
 
 /// Log, once at start, that the optimizer is on and which of its keys wait for the

@@ -4,19 +4,36 @@
 //! rate limit is about the real tool. `find_tool` is marked a local call: admitted
 //! for everyone, its hits filtered per caller.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use vmcp_layers::context::ParsedMcpRequest;
 use vmcp_layers::rewrite::{RequestRewrite, Rewrite, Rewritten};
 
 use super::{CALL_TOOL, FIND_TOOL, is_meta_tool};
+use crate::aggregator::Aggregator;
 
-/// The optimizer's [`RequestRewrite`].
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct OptimizerRewrite;
+/// The optimizer's [`RequestRewrite`], on while the live configuration has an
+/// `optimizer` section.
+pub(crate) struct OptimizerRewrite {
+    aggregator: Arc<Aggregator>,
+}
+
+impl OptimizerRewrite {
+    pub(crate) fn new(aggregator: Arc<Aggregator>) -> Self {
+        Self { aggregator }
+    }
+}
 
 impl RequestRewrite for OptimizerRewrite {
     fn rewrite(&self, parsed: &ParsedMcpRequest, body: &[u8]) -> Option<Rewrite> {
+        // The configuration is read only for a call of one of the optimizer's names
+        // (not on every request).
+        if parsed.method != "tools/call" || !parsed.name.as_deref().is_some_and(is_meta_tool) {
+            return None;
+        }
+        self.aggregator.config().optimizer.as_ref()?;
         rewrite(parsed, body)
     }
 }

@@ -182,9 +182,14 @@ impl MemoryStore {
         let now = self.clock.now();
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let mut refused: Option<(usize, Duration)> = None;
-        let mut next = Vec::with_capacity(charges.len());
+        // The new TATs, on the stack, and how many buckets are new: one lookup of
+        // each bucket here, one more to commit.
+        let mut next: smallvec::SmallVec<[Duration; 5]> = smallvec::SmallVec::new();
+        let mut fresh = 0;
         for (i, charge) in charges.iter().enumerate() {
-            let tat = state.tats.get(&charge.key).copied().unwrap_or(now).max(now);
+            let known = state.tats.get(&charge.key).copied();
+            fresh += usize::from(known.is_none());
+            let tat = known.unwrap_or(now).max(now);
             let after = tat + charge.limit.interval();
             let owed = after - now;
             if owed > charge.limit.refill {
@@ -201,10 +206,6 @@ impl MemoryStore {
                 bucket,
             };
         }
-        let fresh = charges
-            .iter()
-            .filter(|c| !state.tats.contains_key(&c.key))
-            .count();
         if fresh > 0 && state.tats.len() + fresh > state.sweep_at {
             let at_cap = state.tats.len() + fresh > HARD_CAP;
             if !at_cap || now.saturating_sub(state.swept) >= Duration::from_secs(1) {

@@ -4,8 +4,9 @@
 //! One admission seam, [`RateLimiter::admit`], meters a request by what it reaches:
 //! the service calls it for every client request (both the fast edge and rmcp
 //! serve after it), and composite steps call [`RateLimiter::admit_step`] with the
-//! tool each step runs, so a composite is metered by its inner calls (the composite's
-//! own name is not a tool any backend serves). The backend concurrency cap
+//! tool each step runs: a composite call takes the global (`shared`, `perUser`)
+//! tokens once, and each inner call is metered by its real tool name (its
+//! `tools[]` budgets) and its backend. The backend concurrency cap
 //! ([`RateLimiter::slot`]) is held around each backend call, by the handler and the
 //! edge alike.
 
@@ -26,10 +27,13 @@ pub(crate) use bucket::{BucketKind, BucketStore, Charge, Decision, Limit, Memory
 pub(crate) use refusal::{Refusal, response};
 
 use crate::catalog::Catalog;
-use crate::composite::Workflows;
 use crate::config::{AnonymousKey, BucketConfig, FailMode, RateLimitingConfig, VmcpConfig};
 use crate::session_binding::Caller;
 use bucket::BucketKey;
+
+/// The charges of one request, on the stack: at most five (`shared`, `perUser`,
+/// the tool's two, its backend's), so metering a call allocates nothing for them.
+type Charges = smallvec::SmallVec<[Charge; 5]>;
 
 /// A shared and a per-caller budget, either optional.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -93,6 +97,8 @@ pub(crate) struct Rules {
     verbs: [Pair; 5],
     verb_scopes: [Arc<str>; 5],
     backends: HashMap<Arc<str>, BackendRule>,
+    /// Whether any backend has a `rate` (else no request needs the catalog).
+    backend_rates: bool,
     global_scope: Arc<str>,
 }
 
@@ -148,21 +154,22 @@ impl Rules {
                 .collect(),
             verbs,
             verb_scopes: VerbGroup::KEYS.map(Arc::from),
+            backend_rates: config.backends.iter().any(|b| b.rate.is_some()),
             backends,
             global_scope: Arc::from(""),
         }
     }
 
     /// Whom per-user buckets key `caller` as.
-    fn subject(&self, caller: &Caller) -> Caller {
+    fn subject(&self, caller: Caller) -> Caller {
         match (caller, self.config.anonymous()) {
             (Caller::Address(_), AnonymousKey::Shared) => Caller::Anonymous,
-            _ => caller.clone(),
+            (caller, _) => caller,
         }
     }
 
     fn push(
-        charges: &mut Vec<Charge>,
+        charges: &mut Charges,
         pair: &Pair,
         kinds: (BucketKind, BucketKind),
         scope: &Arc<str>,
@@ -190,9 +197,11 @@ impl Rules {
         }
     }
 
-    /// The charges of a call of tool `tool` (advertised name) on `backend`.
-    fn tool_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> Vec<Charge> {
-        let mut charges = Vec::with_capacity(5);
+    /// The charges of a client's call of tool `tool` (advertised name) on `backend`:
+    /// the global budgets, then the tool's and the backend's.
+    /// With them, the `tool` metric label ([`Self::own_charges`]).
+    fn tool_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> (Charges, &str) {
+        let mut charges = Charges::new();
         Self::push(
             &mut charges,
             &self.tools,
@@ -200,20 +209,46 @@ impl Rules {
             &self.global_scope,
             subject,
         );
-        if let Some((scope, pair)) = self.per_tool.get_key_value(tool) {
+        let label = self.own_charges(&mut charges, tool, backend, subject);
+        (charges, label)
+    }
+
+    /// The charges of a composite step calling `tool` on `backend`: the tool's and
+    /// the backend's budgets only.
+    fn step_charges(&self, tool: &str, backend: Option<&str>, subject: &Caller) -> (Charges, &str) {
+        let mut charges = Charges::new();
+        let label = self.own_charges(&mut charges, tool, backend, subject);
+        (charges, label)
+    }
+
+    /// The tool's and the backend's charges; returns the `tool` metric label: the
+    /// configured name, `*` for a tool without a `tools[]` entry (bounded: names
+    /// come from the configuration). One lookup of the tool serves both.
+    fn own_charges(
+        &self,
+        charges: &mut Charges,
+        tool: &str,
+        backend: Option<&str>,
+        subject: &Caller,
+    ) -> &str {
+        let mut label = "*";
+        if !self.per_tool.is_empty()
+            && let Some((scope, pair)) = self.per_tool.get_key_value(tool)
+        {
             Self::push(
-                &mut charges,
+                charges,
                 pair,
                 (BucketKind::ToolShared, BucketKind::ToolPerUser),
                 scope,
                 subject,
             );
+            label = scope;
         }
-        self.backend_charge(&mut charges, backend);
-        charges
+        self.backend_charge(charges, backend);
+        label
     }
 
-    fn backend_charge(&self, charges: &mut Vec<Charge>, backend: Option<&str>) {
+    fn backend_charge(&self, charges: &mut Charges, backend: Option<&str>) {
         if let Some((scope, rule)) = backend.and_then(|b| self.backends.get_key_value(b))
             && let Some(limit) = rule.rate
         {
@@ -228,20 +263,14 @@ impl Rules {
         }
     }
 
-    /// The `tool` metric label: a configured tool's name, `*` for any other tool,
-    /// the method for other verbs (bounded: names come from the configuration).
-    fn tool_label<'a>(&'a self, method: &str, tool: Option<&'a str>) -> &'a str {
-        match tool {
-            Some(tool) => self
-                .per_tool
-                .get_key_value(tool)
-                .map_or("*", |(name, _)| &**name),
-            None => vmcp_layers::jsonrpc::CLIENT_METHODS
-                .iter()
-                .find(|m| **m == method)
-                .copied()
-                .unwrap_or("other"),
-        }
+    /// The `tool` metric label of a verb other than `tools/call`: its method
+    /// (bounded: one of the client methods).
+    fn verb_label(method: &str) -> &'static str {
+        vmcp_layers::jsonrpc::CLIENT_METHODS
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("other")
     }
 }
 
@@ -326,31 +355,36 @@ impl RateLimiter {
     }
 
     /// Meter one client request; `Some` refuses it. A `tools/call` of a composite
-    /// is not metered here: its steps are ([`Self::admit_step`]).
+    /// takes the global budgets here, once; its steps are metered by their tools
+    /// ([`Self::admit_step`]).
     pub(crate) async fn admit(
         &self,
         parsed: &ParsedMcpRequest,
-        catalog: &Catalog,
-        workflows: &Workflows,
+        catalog: impl FnOnce() -> Arc<Catalog>,
         caller: impl FnOnce() -> Caller,
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
         let rules = self.rules()?;
         // Notifications and responses are not requests.
         parsed.id.as_ref()?;
+        // The catalog is read only to find a backend whose `rate` applies.
+        let catalog = rules.backend_rates.then(catalog);
+        let catalog = catalog.as_deref();
         let method = parsed.method.as_str();
         let name = parsed.name.as_deref();
-        let (charges, tool) = if method == "tools/call" {
+        let (charges, label) = if method == "tools/call" {
             let name = name.unwrap_or_default();
-            if workflows.get(name).is_some() && catalog.local_tool(name).is_some() {
-                return None;
-            }
-            let backend = catalog.tool(name).map(|e| &*e.route.backend);
-            let subject = rules.subject(&caller());
-            (rules.tool_charges(name, backend, &subject), Some(name))
+            // A composite has no backend: its call takes the global tokens (once,
+            // however many steps it runs) and its own `tools[]` entry if any; its
+            // steps take their tools' and backends' ([`Self::admit_step`]).
+            let backend = catalog
+                .and_then(|c| c.tool(name))
+                .map(|e| &*e.route.backend);
+            let subject = rules.subject(caller());
+            rules.tool_charges(name, backend, &subject)
         } else {
             let group = VerbGroup::of(method)?;
-            let backend = match group {
+            let backend = catalog.and_then(|catalog| match group {
                 VerbGroup::Reads => parsed
                     .uri
                     .as_deref()
@@ -365,12 +399,12 @@ impl RateLimiter {
                     _ => None,
                 },
                 VerbGroup::Lists | VerbGroup::Discover => None,
-            };
+            });
             let pair = &rules.verbs[group as usize];
-            let mut charges = Vec::with_capacity(3);
+            let mut charges = Charges::new();
             // The caller is keyed only when a per-user bucket needs it.
             let subject = if pair.per_user.is_some() {
-                rules.subject(&caller())
+                rules.subject(caller())
             } else {
                 Caller::Anonymous
             };
@@ -382,16 +416,17 @@ impl RateLimiter {
                 &subject,
             );
             rules.backend_charge(&mut charges, backend);
-            (charges, None)
+            (charges, Rules::verb_label(method))
         };
         if charges.is_empty() {
             return None;
         }
-        let label = rules.tool_label(method, tool);
         self.decide(&rules, &charges, label, calls).await
     }
 
-    /// Meter one composite step calling `tool` (advertised name) on `backend`.
+    /// Meter one composite step calling `tool` (advertised name) on `backend`: by
+    /// the tool's own budgets and the backend's, not the global ones (the
+    /// composite's call took those once).
     pub(crate) async fn admit_step(
         &self,
         tool: &str,
@@ -400,11 +435,11 @@ impl RateLimiter {
         calls: Option<&BackendCalls>,
     ) -> Option<Refusal> {
         let rules = self.rules()?;
-        let charges = rules.tool_charges(tool, Some(backend), &rules.subject(caller));
+        let subject = rules.subject(caller.clone());
+        let (charges, label) = rules.step_charges(tool, Some(backend), &subject);
         if charges.is_empty() {
             return None;
         }
-        let label = rules.tool_label("tools/call", Some(tool));
         self.decide(&rules, &charges, label, calls).await
     }
 

@@ -24,13 +24,7 @@ async fn admit(
     caller: Caller,
 ) -> Option<Refusal> {
     limiter
-        .admit(
-            parsed,
-            &Catalog::default(),
-            &Workflows::from_config(&VmcpConfig::default()),
-            || caller,
-            None,
-        )
+        .admit(parsed, || Arc::new(Catalog::default()), || caller, None)
         .await
 }
 
@@ -86,7 +80,7 @@ async fn verbs_and_tools_by_name() {
     let mut note = request("tools/list", None);
     note.id = None;
     assert_eq!(admit(&limiter, &note, who(2)).await, None);
-    // Steps are metered as calls of their tool.
+    // Steps are metered as calls of their tool (not by the global budgets).
     assert_eq!(
         limiter
             .admit_step("slow", "b", &who(1), None)
@@ -179,5 +173,34 @@ async fn backend_slots_cap_and_survive_a_reload() {
             .await
             .unwrap()
             .is_some()
+    );
+}
+
+#[tokio::test]
+async fn a_composite_takes_the_global_tokens_once_and_its_steps_their_tools() {
+    let limiter = limiter(
+        "rateLimiting: {shared: {maxTokens: 1, refillPeriod: 1h}, tools: [{name: step, shared: {maxTokens: 2, refillPeriod: 1h}}]}",
+    );
+    // The composite's call: the one global token.
+    assert_eq!(
+        admit(&limiter, &request("tools/call", Some("composite")), who(1)).await,
+        None
+    );
+    // Its two steps: the step tool's two tokens, no global one.
+    for _ in 0..2 {
+        assert_eq!(limiter.admit_step("step", "b", &who(1), None).await, None);
+    }
+    assert_eq!(
+        limiter
+            .admit_step("step", "b", &who(1), None)
+            .await
+            .map(|r| r.bucket),
+        Some(BucketKind::ToolShared)
+    );
+    assert_eq!(
+        admit(&limiter, &request("tools/call", Some("composite")), who(1))
+            .await
+            .map(|r| r.bucket),
+        Some(BucketKind::Shared)
     );
 }

@@ -16,6 +16,8 @@ use crate::listen;
 use crate::session_binding::SessionBindings;
 use crate::sessions::Sessions;
 
+mod restore;
+
 /// The aggregating MCP endpoint as a tower `Service<http::Request<B>>`: mount it in
 /// axum with `nest_service`/`route_service`, or serve it with hyper directly.
 ///
@@ -52,6 +54,8 @@ pub(super) struct Shared {
     pub(super) listen_caps: Arc<crate::caller_caps::CallerCaps>,
     /// The fast path for plain requests; `None` sends everything to rmcp.
     pub(super) edge: Option<crate::edge::Edge>,
+    /// Legacy sessions shared with other replicas (`sessionStorage: redis`).
+    pub(super) replicas: Option<Arc<crate::shared_sessions::SharedSessions>>,
 }
 
 impl VmcpService {
@@ -124,6 +128,23 @@ where
         let shared = self.shared.clone();
         let identity = identity_of(&req);
         let session = crate::session_binding::session_of(&req);
+        // A session another replica created: restored (or refused) first, then the
+        // request goes on as any other (see `restore`).
+        if let (Some(replicas), Some(id)) = (&self.shared.replicas, &session)
+            && req.extensions().get::<restore::Looked>().is_none()
+            && !self.shared.bindings.contains(id)
+        {
+            let (mut this, replicas, id) = (self.clone(), replicas.clone(), id.clone());
+            return crate::Rewake::new(Box::pin(async move {
+                if let Some(answer) =
+                    restore::prepare(&this.shared, &replicas, &mut req, &id, identity.as_deref())
+                        .await
+                {
+                    return Ok(answer);
+                }
+                tower::Service::call(&mut this, req).await
+            }));
+        }
         // Only a request without a session may create one (and be capped by address).
         let peer = session
             .is_none()
@@ -148,6 +169,9 @@ where
                         _ => Use::Touch,
                     };
                     in_use = Some(shared.bindings.enter(session, kind));
+                    if let Some(replicas) = &shared.replicas {
+                        replicas.touch(session);
+                    }
                 }
                 Verdict::Stranger => {
                     tracing::debug!("a request for a session bound to another caller or retired");
@@ -276,6 +300,9 @@ where
                                 tracing::debug!(
                                     "closed an idle Legacy session of the caller holding the most to make room"
                                 );
+                                if let Some(replicas) = &shared.replicas {
+                                    replicas.deleted(&evicted).await;
+                                }
                                 Box::pin(crate::session_lifetime::close(
                                     &shared.manager,
                                     &shared.bindings,
@@ -297,6 +324,19 @@ where
                                 .await;
                                 return Ok(crate::session_lifetime::over_cap(retry_after));
                             }
+                        }
+                        if let Some(replicas) = &shared.replicas
+                            && let Some(refused) = Box::pin(restore::created(
+                                &shared,
+                                replicas,
+                                &created,
+                                identity.clone(),
+                                peer,
+                                &limits,
+                            ))
+                            .await
+                        {
+                            return Ok(refused);
                         }
                     }
                 }
@@ -336,8 +376,6 @@ async fn rate_limited(
 ) -> Option<http::Response<VmcpBody>> {
     let parsed = parsed?;
     let limiter = aggregator.limiter();
-    // Without `rateLimiting`, nothing more is read.
-    limiter.rules()?;
     let caller = || {
         crate::rate_limit::caller(
             extensions.get::<Arc<vmcp_layers::Identity>>().map(|i| &**i),
@@ -349,8 +387,7 @@ async fn rate_limited(
     let refusal = limiter
         .admit(
             parsed,
-            &aggregator.catalog(),
-            &aggregator.workflows(),
+            || aggregator.catalog(),
             caller,
             extensions.get::<vmcp_layers::context::BackendCalls>(),
         )
