@@ -9,10 +9,7 @@ use vmcp_tests::kube::KubeCluster;
 const NS: &str = "toolhive-system";
 
 fn deploy_dir() -> String {
-    vmcp_tests::repo_root()
-        .join("deploy")
-        .display()
-        .to_string()
+    vmcp_tests::repo_root().join("deploy").display().to_string()
 }
 
 fn deploy_file(name: &str) -> String {
@@ -184,7 +181,9 @@ async fn the_shipped_role_grants_what_vmcp_reads_and_writes_and_nothing_else() {
         "mcptoolconfigs",
     ] {
         allowed.push(format!("{group}/namespaces/{NS}/{plural}"));
-        allowed.push(format!("{group}/namespaces/{NS}/{plural}?watch=true&timeoutSeconds=1"));
+        allowed.push(format!(
+            "{group}/namespaces/{NS}/{plural}?watch=true&timeoutSeconds=1"
+        ));
     }
     for path in &allowed {
         let (status, body) = cluster.request(Method::GET, path, &token, None).await;
@@ -207,9 +206,17 @@ async fn the_shipped_role_grants_what_vmcp_reads_and_writes_and_nothing_else() {
     let forbidden: Vec<(Method, String, Option<serde_json::Value>)> = vec![
         (Method::GET, format!("/api/v1/namespaces/{NS}/pods"), None),
         (Method::GET, "/api/v1/namespaces/other/secrets".into(), None),
-        (Method::GET, "/api/v1/namespaces/other/configmaps".into(), None),
+        (
+            Method::GET,
+            "/api/v1/namespaces/other/configmaps".into(),
+            None,
+        ),
         (Method::GET, format!("{group}/mcpservers"), None),
-        (Method::GET, format!("{group}/namespaces/other/mcpservers"), None),
+        (
+            Method::GET,
+            format!("{group}/namespaces/other/mcpservers"),
+            None,
+        ),
         (Method::GET, vmcps.clone(), None),
         (Method::GET, format!("{vmcps}/engineering-vmcp"), None),
         (Method::GET, "/api/v1/namespaces".into(), None),
@@ -248,7 +255,10 @@ async fn the_shipped_role_grants_what_vmcp_reads_and_writes_and_nothing_else() {
                 body.map(|b| (content_type, b)),
             )
             .await;
-        assert_eq!(status, 403, "the Role must refuse {method} {path}: {answer}");
+        assert_eq!(
+            status, 403,
+            "the Role must refuse {method} {path}: {answer}"
+        );
     }
 
     // The same requests as the admin succeed, so the 403s above are the Role's doing.

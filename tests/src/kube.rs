@@ -66,6 +66,9 @@ impl KubeCluster {
         let sa_key = dir.join("sa.key");
         let key = rcgen::KeyPair::generate().expect("a ServiceAccount signing key");
         std::fs::write(&sa_key, key.serialize_pem()).expect("write the signing key");
+        // 1.20 reads verification keys only as public keys (`PUBLIC KEY`), not from the
+        // PKCS#8 private key the signing flag takes.
+        std::fs::write(dir.join("sa.pub"), key.public_key_pem()).expect("write the public key");
         let admin_token = format!("admin-{}", uuid_like());
         std::fs::write(
             dir.join("tokens.csv"),
@@ -127,32 +130,50 @@ impl KubeCluster {
     pub async fn start_apiserver(&mut self) {
         let issuer = "https://kubernetes.default.svc.cluster.local";
         let mut cmd = Command::new(kube_apiserver_binary());
-        cmd.arg(format!("--etcd-servers=http://127.0.0.1:{}", self.etcd_port))
-            .arg("--bind-address=127.0.0.1")
-            .arg("--advertise-address=127.0.0.1")
-            .arg(format!("--secure-port={}", self.port))
-            // 1.20 still opens an unauthenticated port 8080 unless told not to.
-            .arg("--insecure-port=0")
-            .arg(format!("--cert-dir={}", self.dir.join("certs").display()))
-            .arg(format!("--tls-cert-file={}", self.serving.cert_file.display()))
-            .arg(format!("--tls-private-key-file={}", self.serving.key_file.display()))
-            .arg(format!("--token-auth-file={}", self.dir.join("tokens.csv").display()))
-            .arg("--authorization-mode=RBAC")
-            .arg(format!("--service-account-issuer={issuer}"))
-            .arg(format!("--service-account-key-file={}", self.sa_key.display()))
-            .arg(format!("--service-account-signing-key-file={}", self.sa_key.display()))
-            .arg("--service-cluster-ip-range=10.96.0.0/24")
-            // No controller manager runs: nothing reconciles the `kubernetes` endpoints.
-            .arg("--endpoint-reconciler-type=none")
-            .arg("--profiling=false")
-            .arg("--logtostderr=true")
-            .arg("--v=0")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::from(log_file(
-                &self.dir,
-                "kube-apiserver.log",
-            )))
-            .kill_on_drop(true);
+        cmd.arg(format!(
+            "--etcd-servers=http://127.0.0.1:{}",
+            self.etcd_port
+        ))
+        .arg("--bind-address=127.0.0.1")
+        .arg("--advertise-address=127.0.0.1")
+        .arg(format!("--secure-port={}", self.port))
+        // 1.20 still opens an unauthenticated port 8080 unless told not to.
+        .arg("--insecure-port=0")
+        .arg(format!("--cert-dir={}", self.dir.join("certs").display()))
+        .arg(format!(
+            "--tls-cert-file={}",
+            self.serving.cert_file.display()
+        ))
+        .arg(format!(
+            "--tls-private-key-file={}",
+            self.serving.key_file.display()
+        ))
+        .arg(format!(
+            "--token-auth-file={}",
+            self.dir.join("tokens.csv").display()
+        ))
+        .arg("--authorization-mode=RBAC")
+        .arg(format!("--service-account-issuer={issuer}"))
+        .arg(format!(
+            "--service-account-key-file={}",
+            self.sa_key.with_extension("pub").display()
+        ))
+        .arg(format!(
+            "--service-account-signing-key-file={}",
+            self.sa_key.display()
+        ))
+        .arg("--service-cluster-ip-range=10.96.0.0/24")
+        // No controller manager runs: nothing reconciles the `kubernetes` endpoints.
+        .arg("--endpoint-reconciler-type=none")
+        .arg("--profiling=false")
+        .arg("--logtostderr=true")
+        .arg("--v=0")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::from(log_file(
+            &self.dir,
+            "kube-apiserver.log",
+        )))
+        .kill_on_drop(true);
         let child = cmd.spawn().unwrap_or_else(|e| {
             panic!("cannot start kube-apiserver ({e}); run scripts/install-peers.sh")
         });
@@ -205,6 +226,13 @@ impl KubeCluster {
     pub fn log_tail(&self, name: &str) -> String {
         let text = std::fs::read_to_string(self.dir.join(name)).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
+        // A Go crash ends in every goroutine's stack: its cause is where it starts.
+        if let Some(start) = lines
+            .iter()
+            .position(|l| l.starts_with("panic:") || l.starts_with("fatal error:"))
+        {
+            return lines[start..lines.len().min(start + 30)].join("\n");
+        }
         lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
@@ -225,7 +253,9 @@ impl KubeCluster {
 
     /// A kubeconfig that reaches this API server as the holder of `token`, in `namespace`.
     pub fn kubeconfig(&self, token: &str, namespace: &str) -> PathBuf {
-        let path = self.dir.join(format!("kubeconfig-{}", crate::sha256_hex(token)));
+        let path = self
+            .dir
+            .join(format!("kubeconfig-{}", crate::sha256_hex(token)));
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {url}\n    certificate-authority: {ca}\nusers:\n- name: user\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: user\n    namespace: {namespace}\ncurrent-context: test\n",
             url = self.url(),
@@ -280,7 +310,13 @@ impl KubeCluster {
                 .header("content-type", content_type)
                 .body(body.to_string());
         }
-        let response = request.send().await.expect("the API server answers");
+        let response = match request.send().await {
+            Ok(response) => response,
+            Err(e) => panic!(
+                "the API server did not answer {path}: {e}; its log:\n{}",
+                self.log_tail("kube-apiserver.log")
+            ),
+        };
         let status = response.status().as_u16();
         let body = response.json::<Value>().await.unwrap_or(Value::Null);
         (status, body)

@@ -439,6 +439,9 @@ async fn the_shipped_kubernetes_config_is_valid() {
         .as_str()
         .expect("the ConfigMap carries vmcp.yaml");
     let (ok, stdout, stderr) = validate("deploy", yaml).await;
-    assert!(ok, "deploy/vmcp.yaml's config is invalid:\n{stdout}{stderr}");
+    assert!(
+        ok,
+        "deploy/vmcp.yaml's config is invalid:\n{stdout}{stderr}"
+    );
     assert!(stdout.contains("valid (1 backend(s))"), "{stdout}");
 }
