@@ -7,6 +7,9 @@
 #                 downloads a browser) and oidc-provider (the OAuth/OIDC authorization
 #                 server of the token-exchange tests, run by tests/peers/oidc_provider.mjs).
 #   /usr/bin/chromium  Debian's chromium (apt-get, only when missing; needs root).
+#   etcd, kubectl, kube-apiserver  the Kubernetes control plane of the discovered-mode tests
+#                 (scripts/install-kube.sh: Debian's etcd-server and kubernetes-client;
+#                 kube-apiserver built from Debian's source package, cached per machine).
 #   /usr/bin/redis-server, /usr/sbin/haproxy  Debian's Redis (the shared store of replicas,
 #                 one server per test on an ephemeral port) and HAProxy (the balancer in
 #                 front of replicas); apt-get, only when missing; needs root.
@@ -146,6 +149,11 @@ else
   log "${missing_debs[*]}: not installed and cannot apt-get (not root); the replica tests will fail"
 fi
 
+# ---------------------------------------------------------------- etcd, kubectl, kube-apiserver
+# The control plane of the Kubernetes tests; kube-apiserver is built once per machine and
+# kept outside the repo (see scripts/install-kube.sh).
+"$ROOT/scripts/install-kube.sh"
+
 # ---------------------------------------------------------------- verification
 log "verify: python import mcp"
 "$VENV/bin/python" -c "import mcp, mcp.server.mcpserver, mcp.client" \
@@ -178,6 +186,12 @@ log "verify: redis-server and haproxy"
 command -v redis-server >/dev/null || die "redis-server is not installed"
 command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || die "haproxy is not installed"
 
+log "verify: etcd, kubectl and kube-apiserver"
+command -v etcd >/dev/null || die "etcd is not installed"
+command -v kubectl >/dev/null || die "kubectl is not installed"
+KUBE_APISERVER="${VMCP_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vmcp-peers}/kube-apiserver-1.20.2"
+[ -x "$KUBE_APISERVER" ] || die "kube-apiserver is not built at $KUBE_APISERVER"
+
 log "verify: oidc-provider (node $node22_version)"
 "$NODE22" --input-type=module -e "import '$NM/oidc-provider/lib/index.js'" \
   || die "cannot import oidc-provider from $NM under $NODE22"
@@ -188,4 +202,5 @@ log "  node22       $NODE22 ($node22_version)"
 log "  everything   $EVERYTHING_JS"
 log "  conformance  $NODE22 $conformance_bin"
 log "  chromium     $(command -v chromium)"
+log "  kube         $KUBE_APISERVER, $(command -v etcd), $(command -v kubectl)"
 log "  redis        $(command -v redis-server) ($(redis-server --version | cut -d' ' -f3))"

@@ -223,7 +223,23 @@ async fn serve(
             "no incomingAuth oidc: a Legacy Mcp-Session-Id alone grants its session; treat session ids as bearer secrets"
         );
     }
-    let gateway = std::sync::Arc::new(Vmcp::start(config).await?);
+    // Discovered mode: the group's backends come from the cluster, live, and the
+    // VirtualMCPServer's status is written back.
+    let discovered = config
+        .outgoing_auth
+        .as_ref()
+        .is_some_and(|o| o.source == Some(vmcp_service::config::OutgoingSource::Discovered));
+    let sink = discovered.then(vmcp_service::discovery::StatusSink::new);
+    let mut reporters: Vec<std::sync::Arc<dyn vmcp_service::status::StatusReporter>> =
+        vec![std::sync::Arc::new(vmcp_service::status::LoggingReporter)];
+    reporters.extend(sink.clone().map(|s| s as _));
+    let gateway = std::sync::Arc::new(Vmcp::start_with_reporters(config.clone(), reporters).await?);
+    let discovery = match &sink {
+        Some(sink) => Some(std::sync::Arc::new(
+            vmcp_service::discovery::Discovery::start(gateway.clone(), config, Some(sink)).await?,
+        )),
+        None => None,
+    };
     // As `Vmcp::service()`: plain JSON bodies for 2026-07-28 requests that stream nothing.
     let mut http = StreamableHttpServerConfig::default().with_json_response(true);
     if !allowed_hosts.is_empty() {
@@ -254,7 +270,12 @@ async fn serve(
     };
     let app = mcp.merge(gateway.status_router_with_hosts(allowed_hosts.clone()));
     if let Some(path) = config_path {
-        tokio::spawn(reload_on_sighup(gateway.clone(), path, allowed_origins));
+        tokio::spawn(reload_on_sighup(
+            gateway.clone(),
+            discovery.clone(),
+            path,
+            allowed_origins,
+        ));
     }
     let listener = tokio::net::TcpListener::bind(SocketAddr::new(host, port)).await?;
     let addr = listener.local_addr()?;
@@ -308,6 +329,7 @@ const RELOAD_READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(10
 #[cfg(unix)]
 async fn reload_on_sighup(
     gateway: std::sync::Arc<Vmcp>,
+    discovery: Option<std::sync::Arc<vmcp_service::discovery::Discovery>>,
     path: PathBuf,
     allowed_origins: Vec<String>,
 ) {
@@ -353,8 +375,14 @@ async fn reload_on_sighup(
                     .config
                     .allowed_origins
                     .extend(allowed_origins.iter().cloned());
-                // A refusal is logged (and audited) by `reload`; the old stack serves on.
-                let _ = gateway.reload(loaded.config).await;
+                match &discovery {
+                    // Applied with the discovered backends (by the same `reload`).
+                    Some(discovery) => discovery.set_base(loaded.config),
+                    // A refusal is logged (and audited) by `reload`; the old stack serves on.
+                    None => {
+                        let _ = gateway.reload(loaded.config).await;
+                    }
+                }
             }
             Err(error) => {
                 tracing::error!("configuration reload refused: {error}");
@@ -365,7 +393,13 @@ async fn reload_on_sighup(
 }
 
 #[cfg(not(unix))]
-async fn reload_on_sighup(_: std::sync::Arc<Vmcp>, _: PathBuf, _: Vec<String>) {}
+async fn reload_on_sighup(
+    _: std::sync::Arc<Vmcp>,
+    _: Option<std::sync::Arc<vmcp_service::discovery::Discovery>>,
+    _: PathBuf,
+    _: Vec<String>,
+) {
+}
 
 async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();

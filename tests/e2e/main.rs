@@ -22,6 +22,8 @@ mod forwarding;
 mod health_blame;
 mod hostile;
 mod integrity;
+mod kube;
+mod kube_discovered;
 mod listen_caps;
 mod live;
 mod mrtr_bridge;

@@ -9,6 +9,7 @@
 pub mod embed;
 pub mod haproxy;
 pub mod idp;
+pub mod kube;
 pub mod logs;
 pub mod oidc;
 mod plan;

@@ -44,6 +44,7 @@ mod code_mode;
 mod composite;
 pub mod config;
 mod connections;
+pub mod discovery;
 mod edge;
 mod handler;
 pub mod integrity;

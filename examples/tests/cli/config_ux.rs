@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
@@ -483,4 +484,24 @@ async fn validate_names_sealing_fields() {
         "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The configuration the Kubernetes manifests ship (`deploy/vmcp.yaml`, ConfigMap
+/// `vmcp-config`) is one `vmcp validate` accepts, so the Deployment starts.
+#[tokio::test]
+async fn the_shipped_kubernetes_config_is_valid() {
+    let manifests = std::fs::read_to_string(repo_root().join("deploy/vmcp.yaml")).unwrap();
+    let config = serde_yaml_ng::Deserializer::from_str(&manifests)
+        .map(|document| Value::deserialize(document).expect("deploy/vmcp.yaml parses"))
+        .find(|object| object["kind"] == "ConfigMap" && object["metadata"]["name"] == "vmcp-config")
+        .expect("deploy/vmcp.yaml has the ConfigMap vmcp-config");
+    let yaml = config["data"]["vmcp.yaml"]
+        .as_str()
+        .expect("the ConfigMap carries vmcp.yaml");
+    let (ok, stdout, stderr) = validate("deploy", yaml).await;
+    assert!(
+        ok,
+        "deploy/vmcp.yaml's config is invalid:\n{stdout}{stderr}"
+    );
+    assert!(stdout.contains("valid (1 backend(s))"), "{stdout}");
 }

@@ -12,6 +12,7 @@ mod connections;
 mod hints;
 mod incoming;
 mod integrity;
+mod kubernetes;
 mod limits;
 mod listen;
 mod optimizer;
@@ -48,6 +49,7 @@ pub use incoming::{AuthType, IncomingAuth, IncomingAuthConfig, IncomingShape, Oi
 pub use integrity::{
     IntegrityAdminConfig, IntegrityConfig, IntegrityMode, NewToolsPolicy, PinStoreKind,
 };
+pub use kubernetes::{KubernetesConfig, NAMESPACE_ENV};
 pub use limits::{MAX_CONFIG_BYTES, MAX_DEPTH, MAX_LISTED_IGNORED};
 pub use listen::{ListenLimits, ListenStreamsConfig};
 pub use optimizer::{CALL_TOOL, EmbeddingProvider, FIND_TOOL, OptimizerConfig};
@@ -151,6 +153,10 @@ pub struct VmcpConfig {
     /// (docs/code-mode.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_mode: Option<CodeModeConfig>,
+    /// Discovered mode's cluster: namespace, kubeconfig, the VirtualMCPServer whose
+    /// status is written (docs/kubernetes.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<KubernetesConfig>,
 }
 
 /// `ui:` — the status page (read when the gateway starts; a reload does not change it).

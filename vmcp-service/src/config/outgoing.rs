@@ -3,8 +3,8 @@
 //! The reference's shape: `{source: inline, default: <strategy>, backends: {<name>:
 //! <strategy>}}`. A backend's own entry wins, else `default`, else none. Strategies:
 //! `unauthenticated`, `header_injection` and `token_exchange` (RFC 8693, see
-//! `backend::exchange`); `source: discovered` is refused by validation as not
-//! supported yet. The checks of the section and of the top-level
+//! `backend::exchange`); with `source: discovered` the backends and their
+//! strategies also come from a cluster (`crate::discovery`). The checks of the section and of the top-level
 //! `passthroughHeaders` list are in `validate`.
 //!
 //! A strategy is typed when parsed ([`BackendAuthConfig`]): its `type` with exactly
@@ -28,8 +28,8 @@ pub use validate::validate_passthrough;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutgoingAuthConfig {
-    /// `inline` (default): strategies come from this section. `discovered` (from a
-    /// cluster) is not supported yet.
+    /// `inline` (default): strategies come from this section. `discovered`: also
+    /// backends and strategies from the cluster's `groupRef` (docs/kubernetes.md).
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub source: Option<OutgoingSource>,
@@ -84,7 +84,7 @@ impl Default for CallerConnectionsConfig {
 pub enum OutgoingSource {
     /// Strategies come from this section.
     Inline,
-    /// Strategies discovered from a cluster (not supported yet; refused).
+    /// Backends and their strategies discovered from a cluster (`groupRef`).
     Discovered,
 }
 
@@ -324,6 +324,11 @@ pub struct HeaderInjectionConfig {
 pub struct Secret(String);
 
 impl Secret {
+    /// A secret read from somewhere else than this file (a cluster's Secret).
+    pub(crate) fn new(value: String) -> Self {
+        Self(value)
+    }
+
     /// The secret itself; only for putting it on the wire.
     pub fn expose(&self) -> &str {
         &self.0
@@ -455,7 +460,7 @@ mod tests {
     #[test]
     fn errors_name_the_field_and_never_the_value() {
         let mut config = OutgoingAuthConfig {
-            source: Some(OutgoingSource::Discovered),
+            source: Some(OutgoingSource::Inline),
             ..Default::default()
         };
         config
@@ -485,7 +490,6 @@ mod tests {
         config.validate(&["a", "b", "c", "d"], &mut errors);
         let text = errors.join("\n");
         for expected in [
-            "outgoingAuth.source \"discovered\" is not supported yet",
             "outgoingAuth.backends.a.headerInjection: exactly one of headerValue and headerValueEnv",
             "outgoingAuth.backends.b.headerInjection.headerName \"Host\"",
             "outgoingAuth.backends.c.headerInjection.headerValueEnv: environment variable \"VMCP_TEST_SURELY_UNSET_VARIABLE\" is not set",

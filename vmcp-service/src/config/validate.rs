@@ -291,6 +291,18 @@ pub fn validate(config: &VmcpConfig) -> Result<(), ConfigError> {
     if let Some(audit) = &config.audit {
         audit.validate(&mut errors);
     }
+    if let Some(outgoing) = &config.outgoing_auth
+        && outgoing.source == Some(super::OutgoingSource::Discovered)
+    {
+        if config.group_ref.as_deref().is_none_or(str::is_empty) {
+            errors.push(
+                "groupRef is required when outgoingAuth.source is \"discovered\" (the MCPGroup whose backends are served)".into(),
+            );
+        }
+        if let Some(kubernetes) = &config.kubernetes {
+            kubernetes.validate(&mut errors);
+        }
+    }
     if let Some(outgoing) = &config.outgoing_auth {
         let backends: Vec<&str> = config.backends.iter().map(|b| b.name.as_str()).collect();
         outgoing.validate(&backends, &mut errors);

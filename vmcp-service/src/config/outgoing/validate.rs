@@ -58,11 +58,8 @@ impl OutgoingAuthConfig {
     /// Check the section; `backends` are the configured backend names. Messages
     /// name their field and never contain a header value.
     pub fn validate(&self, backends: &[&str], errors: &mut Vec<String>) {
-        if self.source == Some(OutgoingSource::Discovered) {
-            errors.push(
-                "outgoingAuth.source \"discovered\" is not supported yet (it needs backend discovery from a cluster); use \"inline\"".into(),
-            );
-        }
+        // Discovered backends are named by the cluster, not this file.
+        let discovered = self.source == Some(OutgoingSource::Discovered);
         if let Some(default) = &self.default {
             default.validate("outgoingAuth.default", errors);
         }
@@ -74,7 +71,7 @@ impl OutgoingAuthConfig {
         }
         for (name, strategy) in &self.backends {
             let field = format!("outgoingAuth.backends.{name}");
-            if !backends.contains(&name.as_str()) {
+            if !discovered && !backends.contains(&name.as_str()) {
                 errors.push(format!("{field}: {name:?} is not a configured backend"));
             }
             strategy.validate(&field, errors);
