@@ -95,10 +95,18 @@ fn report_ignored(loaded: &Loaded) {
     }
 }
 
+/// Discovered mode: the group's backends come from a Kubernetes cluster.
+fn is_discovered(config: &vmcp_service::config::VmcpConfig) -> bool {
+    config
+        .outgoing_auth
+        .as_ref()
+        .is_some_and(|o| o.source == Some(vmcp_service::config::OutgoingSource::Discovered))
+}
+
 /// A file without backends is valid (they can come with a reload) but serves
 /// nothing; most likely an empty or all-comment file.
 fn warn_if_empty(loaded: &Loaded) {
-    if loaded.config.backends.is_empty() {
+    if loaded.config.backends.is_empty() && !is_discovered(&loaded.config) {
         tracing::warn!("no backends configured: the endpoint will serve an empty catalog");
     }
 }
@@ -122,8 +130,12 @@ async fn run(command: Command, logging: Logging) -> anyhow::Result<()> {
             let loaded = load_file(&config)?;
             report_ignored(&loaded);
             warn_if_empty(&loaded);
+            let discovered = match (is_discovered(&loaded.config), &loaded.config.group_ref) {
+                (true, Some(group)) => format!(", and group {group}'s from the cluster"),
+                _ => String::new(),
+            };
             println!(
-                "{}: valid ({} backend(s))",
+                "{}: valid ({} backend(s){discovered})",
                 config.display(),
                 loaded.config.backends.len()
             );
@@ -225,10 +237,7 @@ async fn serve(
     }
     // Discovered mode: the group's backends come from the cluster, live, and the
     // VirtualMCPServer's status is written back.
-    let discovered = config
-        .outgoing_auth
-        .as_ref()
-        .is_some_and(|o| o.source == Some(vmcp_service::config::OutgoingSource::Discovered));
+    let discovered = is_discovered(&config);
     let sink = discovered.then(vmcp_service::discovery::StatusSink::new);
     let mut reporters: Vec<std::sync::Arc<dyn vmcp_service::status::StatusReporter>> =
         vec![std::sync::Arc::new(vmcp_service::status::LoggingReporter)];

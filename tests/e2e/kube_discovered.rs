@@ -21,34 +21,7 @@ const API: &str = "/apis/toolhive.stacklok.dev/v1alpha1";
 /// A cluster with the shipped CRDs and Role and the MCPGroup, and a kubeconfig holding
 /// the Role's token.
 async fn cluster() -> (KubeCluster, std::path::PathBuf) {
-    let cluster = KubeCluster::start().await;
-    cluster.kubectl_ok(&["create", "namespace", NS]).await;
-    let deploy = vmcp_tests::repo_root().join("deploy");
-    for file in ["crds.yaml", "rbac.yaml"] {
-        let path = deploy.join(file).display().to_string();
-        cluster.kubectl_ok(&["apply", "-f", &path]).await;
-    }
-    cluster
-        .kubectl_ok(&[
-            "wait",
-            "--for=condition=established",
-            "--timeout=60s",
-            "crd/mcpgroups.toolhive.stacklok.dev",
-            "crd/mcpservers.toolhive.stacklok.dev",
-            "crd/mcpremoteproxies.toolhive.stacklok.dev",
-            "crd/mcpserverentries.toolhive.stacklok.dev",
-            "crd/mcpexternalauthconfigs.toolhive.stacklok.dev",
-            "crd/mcptoolconfigs.toolhive.stacklok.dev",
-        ])
-        .await;
-    create(
-        &cluster,
-        "mcpgroups",
-        json!({"apiVersion": "toolhive.stacklok.dev/v1alpha1", "kind": "MCPGroup",
-               "metadata": {"name": GROUP}, "spec": {}}),
-    )
-    .await;
-    let token = cluster.service_account_token(NS, "vmcp").await;
+    let (cluster, token) = KubeCluster::with_toolhive_group(NS, GROUP).await;
     let kubeconfig = cluster.kubeconfig(&token, NS);
     (cluster, kubeconfig)
 }
@@ -89,53 +62,31 @@ async fn discovered_gateway(
 
 /// POST (create) `object` into `plural` as the admin.
 async fn create(cluster: &KubeCluster, plural: &str, object: Value) {
-    let path = match plural {
-        "configmaps" | "secrets" => format!("/api/v1/namespaces/{NS}/{plural}"),
-        _ => format!("{API}/namespaces/{NS}/{plural}"),
-    };
-    let (status, body) = cluster
-        .request(
-            Method::POST,
-            &path,
-            cluster.admin_token(),
-            Some(("application/json", object)),
-        )
-        .await;
-    assert_eq!(status, 201, "create {plural}: {body}");
+    cluster.create(NS, plural, object).await;
 }
 
 /// Merge-patch `plural/name` (or its status) as the admin.
 async fn patch(cluster: &KubeCluster, path: &str, patch: Value) {
-    let (status, body) = cluster
-        .request(
-            Method::PATCH,
-            &format!("{API}/namespaces/{NS}/{path}"),
-            cluster.admin_token(),
-            Some(("application/merge-patch+json", patch)),
-        )
-        .await;
-    assert_eq!(status, 200, "patch {path}: {body}");
+    cluster.patch(NS, path, patch).await;
 }
 
 /// An MCPServer in the group whose operator-written URL is `url`.
 async fn mcp_server(cluster: &KubeCluster, name: &str, url: &str, spec: Value) {
-    let mut full = json!({"groupRef": GROUP, "transport": "streamable-http"});
-    full.as_object_mut()
-        .unwrap()
-        .extend(spec.as_object().cloned().unwrap_or_default());
-    create(
-        cluster,
-        "mcpservers",
-        json!({"apiVersion": "toolhive.stacklok.dev/v1alpha1", "kind": "MCPServer",
-               "metadata": {"name": name}, "spec": full}),
-    )
-    .await;
-    patch(
-        cluster,
-        &format!("mcpservers/{name}/status"),
-        json!({"status": {"url": url}}),
-    )
-    .await;
+    cluster.mcp_server(NS, GROUP, name, url, spec).await;
+}
+
+/// `/readyz` next to the MCP endpoint `url`: its status code, and `status` with
+/// `reason` when there is one.
+async fn readyz(url: &str) -> (u16, String) {
+    let response = reqwest::get(url.replace("/mcp", "/readyz")).await.unwrap();
+    let code = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    let words = [&body["status"], &body["reason"]]
+        .into_iter()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join(" ");
+    (code, words)
 }
 
 /// The VirtualMCPServer `engineering-vmcp`'s status, read as the admin.
@@ -393,6 +344,8 @@ async fn serving_goes_on_while_the_api_server_is_down_and_the_watch_resumes() {
     })
     .await;
 
+    assert_eq!(readyz(&url).await, (200, "ready".to_owned()));
+
     cluster.kill_apiserver().await;
     let start = Instant::now();
     while !discovery.unreachable() {
@@ -402,6 +355,11 @@ async fn serving_goes_on_while_the_api_server_is_down_and_the_watch_resumes() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Degraded, not unready: the last known backends serve on.
+    assert_eq!(
+        readyz(&url).await,
+        (200, "degraded cluster_unreachable".to_owned())
+    );
     assert_eq!(
         call_text(&url, "one_echo", json!({"text": "still"})).await,
         "alpha: still"
@@ -414,6 +372,7 @@ async fn serving_goes_on_while_the_api_server_is_down_and_the_watch_resumes() {
     })
     .await;
     assert!(!discovery.unreachable());
+    assert_eq!(readyz(&url).await, (200, "ready".to_owned()));
     assert_eq!(
         call_text(&url, "two_echo", json!({"text": "back"})).await,
         "beta: back"

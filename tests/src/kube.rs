@@ -348,6 +348,107 @@ impl KubeCluster {
     }
 }
 
+/// The API path of the toolhive resources.
+pub const TOOLHIVE_API: &str = "/apis/toolhive.stacklok.dev/v1alpha1";
+
+impl KubeCluster {
+    /// A cluster with `namespace` (the one deploy/rbac.yaml names), the shipped CRDs and
+    /// Role, and the MCPGroup `group` in it; and a token of the ServiceAccount `vmcp` the Role is bound to.
+    pub async fn with_toolhive_group(namespace: &str, group: &str) -> (Self, String) {
+        let cluster = Self::start().await;
+        cluster
+            .kubectl_ok(&["create", "namespace", namespace])
+            .await;
+        let deploy = crate::repo_root().join("deploy");
+        for file in ["crds.yaml", "rbac.yaml"] {
+            let path = deploy.join(file).display().to_string();
+            cluster.kubectl_ok(&["apply", "-f", &path]).await;
+        }
+        cluster
+            .kubectl_ok(&[
+                "wait",
+                "--for=condition=established",
+                "--timeout=60s",
+                "crd/mcpgroups.toolhive.stacklok.dev",
+                "crd/mcpservers.toolhive.stacklok.dev",
+                "crd/mcpremoteproxies.toolhive.stacklok.dev",
+                "crd/mcpserverentries.toolhive.stacklok.dev",
+                "crd/mcpexternalauthconfigs.toolhive.stacklok.dev",
+                "crd/mcptoolconfigs.toolhive.stacklok.dev",
+            ])
+            .await;
+        cluster
+            .create(
+                namespace,
+                "mcpgroups",
+                json!({"apiVersion": "toolhive.stacklok.dev/v1alpha1", "kind": "MCPGroup",
+                       "metadata": {"name": group}, "spec": {}}),
+            )
+            .await;
+        let token = cluster.service_account_token(namespace, "vmcp").await;
+        (cluster, token)
+    }
+
+    /// POST (create) `object` into `plural` of `namespace` as the admin.
+    pub async fn create(&self, namespace: &str, plural: &str, object: Value) {
+        let path = match plural {
+            "configmaps" | "secrets" => format!("/api/v1/namespaces/{namespace}/{plural}"),
+            _ => format!("{TOOLHIVE_API}/namespaces/{namespace}/{plural}"),
+        };
+        let (status, body) = self
+            .request(
+                reqwest::Method::POST,
+                &path,
+                &self.admin_token,
+                Some(("application/json", object)),
+            )
+            .await;
+        assert_eq!(status, 201, "create {plural}: {body}");
+    }
+
+    /// Merge-patch the toolhive object (or status) at `path` in `namespace` as the admin.
+    pub async fn patch(&self, namespace: &str, path: &str, patch: Value) {
+        let (status, body) = self
+            .request(
+                reqwest::Method::PATCH,
+                &format!("{TOOLHIVE_API}/namespaces/{namespace}/{path}"),
+                &self.admin_token,
+                Some(("application/merge-patch+json", patch)),
+            )
+            .await;
+        assert_eq!(status, 200, "patch {path}: {body}");
+    }
+
+    /// An MCPServer of `group` whose operator-written URL (`status.url`) is `url`;
+    /// `spec` is merged into its spec.
+    pub async fn mcp_server(
+        &self,
+        namespace: &str,
+        group: &str,
+        name: &str,
+        url: &str,
+        spec: Value,
+    ) {
+        let mut full = json!({"groupRef": group, "transport": "streamable-http"});
+        if let (Some(full), Some(extra)) = (full.as_object_mut(), spec.as_object()) {
+            full.extend(extra.clone());
+        }
+        self.create(
+            namespace,
+            "mcpservers",
+            json!({"apiVersion": "toolhive.stacklok.dev/v1alpha1", "kind": "MCPServer",
+                   "metadata": {"name": name}, "spec": full}),
+        )
+        .await;
+        self.patch(
+            namespace,
+            &format!("mcpservers/{name}/status"),
+            json!({"status": {"url": url}}),
+        )
+        .await;
+    }
+}
+
 impl Drop for KubeCluster {
     fn drop(&mut self) {
         for child in [self.apiserver.as_mut(), self.etcd.as_mut()]

@@ -121,6 +121,8 @@ impl Discovery {
                 stop.child_token(),
             ));
         }
+        let check: Arc<dyn crate::readiness::ReadinessCheck> = shared.clone();
+        gateway.add_readiness_check(Arc::downgrade(&check));
         let (base, base_rx) = channel::channel(base);
         tokio::spawn(reconcile(
             gateway,
@@ -238,6 +240,7 @@ async fn reconcile(
         // A refusal is logged (and audited) by `reload`; the old backends serve on.
         if gateway.reload(config).await.is_ok() {
             tracing::info!(backends, "discovered backends applied");
+            shared.mark_applied();
             applied = Some(discovered);
         }
     }

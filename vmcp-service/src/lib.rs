@@ -57,6 +57,7 @@ mod pagination;
 mod params;
 mod propagation;
 mod rate_limit;
+pub mod readiness;
 pub mod redis_store;
 mod reload;
 mod replica;

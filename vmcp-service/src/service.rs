@@ -70,6 +70,8 @@ pub struct Vmcp {
     store: Option<Arc<crate::redis_store::RedisStore>>,
     /// The sealing key, parked calls and their routing.
     replica: crate::replica::Replica,
+    /// What else `/readyz` takes into account ([`Vmcp::add_readiness_check`]).
+    readiness: crate::readiness::Checks,
 }
 
 impl Vmcp {
@@ -193,6 +195,7 @@ impl Vmcp {
             status_auth,
             store,
             replica,
+            readiness: Default::default(),
         })
     }
 
@@ -273,6 +276,15 @@ impl Vmcp {
         self.store.as_ref()
     }
 
+    /// Let `check` decide `/readyz` too (with the first catalog and the shared store),
+    /// for as long as `check` is alive: it is held weakly. Discovery registers itself.
+    pub fn add_readiness_check(
+        &self,
+        check: std::sync::Weak<dyn crate::readiness::ReadinessCheck>,
+    ) {
+        self.readiness.add(check);
+    }
+
     /// The aggregator (current catalog, refresh).
     pub fn aggregator(&self) -> &Arc<Aggregator> {
         &self.aggregator
@@ -296,7 +308,12 @@ impl Vmcp {
             hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             auth: self.status_auth.clone(),
         };
-        let status = crate::status::router(self.aggregator.clone(), self.store.clone(), &guard)
+        let ready = crate::readiness::ReadyState {
+            aggregator: self.aggregator.clone(),
+            store: self.store.clone(),
+            checks: self.readiness.clone(),
+        };
+        let status = crate::status::router(ready, &guard)
             // `/admin/pins…`: 404 unless `integrity.admin`; its own bearer token.
             .merge(crate::admin::router(self.aggregator.clone()));
         if config.ui.enabled {

@@ -23,7 +23,7 @@ use vmcp_layers::auth::AuthLayer;
 use crate::aggregator::Aggregator;
 use crate::backend::BackendEventKind;
 use crate::backend::{CircuitState, HealthStatus};
-use crate::redis_store::RedisStore;
+use crate::readiness::{ReadyState, readyz};
 use crate::status_view::{Scope, View, Viewer};
 
 /// The overall phase of the gateway.
@@ -300,33 +300,8 @@ async fn alive() -> Response {
     no_store(Json(json!({"status": "ok"})).into_response())
 }
 
-/// What `/readyz` reads: the first catalog, and the shared store when there is one.
-#[derive(Clone)]
-struct Readiness {
-    aggregator: Arc<Aggregator>,
-    store: Option<Arc<RedisStore>>,
-}
-
-async fn readyz(State(ready): State<Readiness>) -> Response {
-    let storage_down = ready.store.as_ref().is_some_and(|s| !s.is_up());
-    let reason = if !*ready.aggregator.ready().borrow() {
-        Some("discovery_pending")
-    } else if storage_down {
-        // Issue 24: not ready while the shared store is unreachable (no session can
-        // be restored or shared). Held sessions keep working; a balancer that should
-        // keep sending them checks `/health` instead (docs/scaling.md).
-        Some("session_storage_unavailable")
-    } else {
-        None
-    };
-    no_store(match reason {
-        None => Json(json!({"status": "ready"})).into_response(),
-        Some(reason) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "not_ready", "reason": reason})),
-        )
-            .into_response(),
-    })
+async fn readyz_no_store(ready: State<ReadyState>) -> Response {
+    no_store(readyz(ready).await)
 }
 
 async fn status(
@@ -339,11 +314,8 @@ async fn status(
 /// The status routes: `/health`, `/ping`, `/readyz`, `/status` (GET and HEAD).
 /// `/status` names backends and their errors, so it answers only loopback `Host`s
 /// and `hosts` (DNS rebinding, as the MCP endpoint); anything else is 403.
-pub(crate) fn router(
-    aggregator: Arc<Aggregator>,
-    store: Option<Arc<RedisStore>>,
-    guard: &Guard,
-) -> axum::Router {
+pub(crate) fn router(ready: ReadyState, guard: &Guard) -> axum::Router {
+    let aggregator = ready.aggregator.clone();
     let status_routes = guard.apply(
         axum::Router::new()
             .route("/status", get(status))
@@ -352,8 +324,8 @@ pub(crate) fn router(
     axum::Router::new()
         .route("/health", get(alive))
         .route("/ping", get(alive))
-        .route("/readyz", get(readyz))
-        .with_state(Readiness { aggregator, store })
+        .route("/readyz", get(readyz_no_store))
+        .with_state(ready)
         .merge(status_routes)
 }
 

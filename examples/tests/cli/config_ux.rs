@@ -503,5 +503,9 @@ async fn the_shipped_kubernetes_config_is_valid() {
         ok,
         "deploy/vmcp.yaml's config is invalid:\n{stdout}{stderr}"
     );
-    assert!(stdout.contains("valid (1 backend(s))"), "{stdout}");
+    assert!(
+        stdout.contains("valid (0 backend(s), and group engineering-tools's from the cluster)"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("no backends configured"), "{stderr}");
 }

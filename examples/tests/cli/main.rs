@@ -8,6 +8,7 @@ mod config_ux;
 mod connections;
 mod fifo;
 mod integrity;
+mod kubernetes;
 mod origins;
 mod outgoing_auth;
 mod readme;

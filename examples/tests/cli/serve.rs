@@ -22,6 +22,7 @@ pub struct Serve {
     stdout: Option<PathBuf>,
     stderr: Option<PathBuf>,
     nofile: Option<u64>,
+    wrapper: Vec<OsString>,
 }
 
 impl Serve {
@@ -60,6 +61,19 @@ impl Serve {
         self
     }
 
+    /// Run it through `wrapper` (a program and its arguments, which must exec the
+    /// binary and its arguments appended last, as `unshare … sh -c '… exec "$@"'` does).
+    pub fn wrapped<S: Into<OsString>>(mut self, wrapper: impl IntoIterator<Item = S>) -> Self {
+        self.wrapper = wrapper.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// One more argument for the wrapper, before the binary (`$0` of `sh -c`).
+    pub fn wrapped_arg(mut self, arg: impl AsRef<std::ffi::OsStr>) -> Self {
+        self.wrapper.push(arg.as_ref().to_owned());
+        self
+    }
+
     /// Write stdout to `path`.
     pub fn stdout_to(mut self, path: impl Into<PathBuf>) -> Self {
         self.stdout = Some(path.into());
@@ -80,16 +94,17 @@ impl Serve {
             Some(path) => Stdio::from(std::fs::File::create(path).expect("create a log file")),
             None => Stdio::null(),
         };
-        let mut command = match self.nofile {
-            None => Command::new(VMCP),
-            Some(limit) => {
-                let mut sh = Command::new("sh");
-                sh.args(["-c", r#"ulimit -n "$0" && exec "$@""#])
-                    .arg(limit.to_string())
-                    .arg(VMCP);
-                sh
-            }
-        };
+        // The programs the binary runs under, outermost first: the open-file limit's
+        // `sh`, then the wrapper; each execs the rest of its arguments.
+        let mut argv: Vec<OsString> = Vec::new();
+        if let Some(limit) = self.nofile {
+            argv.extend(["sh", "-c", r#"ulimit -n "$0" && exec "$@""#].map(OsString::from));
+            argv.push(limit.to_string().into());
+        }
+        argv.extend(self.wrapper.iter().cloned());
+        argv.push(VMCP.into());
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
         command
             .args(["serve", "--port", &port.to_string()])
             .args(&self.args)

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -20,12 +21,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::convert::Objects;
 use super::kinds::Kind;
+use crate::readiness::{Readiness, ReadinessCheck};
 
 /// The objects every watcher keeps current, and a wake-up for the reconciler.
 #[derive(Debug, Default)]
 pub(crate) struct Shared {
     state: Mutex<State>,
     pub(crate) changed: Notify,
+    /// Whether the group's backends have been applied once.
+    applied: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +46,11 @@ impl Shared {
     pub(crate) fn snapshot(&self) -> Option<Objects> {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         (state.synced.len() == Kind::ALL.len()).then(|| state.objects.clone())
+    }
+
+    /// The group's backends were applied (readiness no longer waits for them).
+    pub(crate) fn mark_applied(&self) {
+        self.applied.store(true, Ordering::Release);
     }
 
     /// Whether some watch is failing now (the API server unreachable, or refusing).
@@ -161,4 +170,20 @@ pub(crate) async fn run(
 /// The object's name and everything but its metadata (`spec`, `status`, `data`).
 fn named(object: DynamicObject) -> Option<(String, Value)> {
     Some((object.metadata.name?, object.data))
+}
+
+/// `/readyz`: not ready until the group's backends are applied once (a new replica
+/// started during an outage has none of them); afterwards an unreachable API server
+/// only degrades it: the last known backends are served, and a probe that failed
+/// every replica of an outage-hit cluster would take the whole Service down.
+impl ReadinessCheck for Shared {
+    fn readiness(&self) -> Readiness {
+        if !self.applied.load(Ordering::Acquire) {
+            Readiness::NotReady("cluster_not_synced")
+        } else if self.unreachable() {
+            Readiness::Degraded("cluster_unreachable")
+        } else {
+            Readiness::Ready
+        }
+    }
 }
