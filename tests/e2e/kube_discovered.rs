@@ -330,6 +330,57 @@ async fn an_entry_reaches_a_tls_backend_with_its_ca_configmap_and_secret_header(
             .is_ok_and(|headers| headers["x-api-key"] == sha256_hex("rotated"))
     })
     .await;
+
+    // A changed CA ConfigMap too: another CA, and the backend's certificate is no
+    // longer trusted; the right one again, and it is.
+    let set_ca = |pem: String| {
+        let cluster = &cluster;
+        async move {
+            let (status, body) = cluster
+                .request(
+                    Method::PATCH,
+                    &format!("/api/v1/namespaces/{NS}/configmaps/docs-ca"),
+                    cluster.admin_token(),
+                    Some((
+                        "application/merge-patch+json",
+                        json!({"data": {"ca.crt": pem}}),
+                    )),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+        }
+    };
+    set_ca(TestCa::generate("another CA").pem.clone()).await;
+    // Not a reconnection's blip: the gateway names the refused certificate.
+    let start = Instant::now();
+    loop {
+        let status: Value = reqwest::get(url.replace("/mcp", "/status"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let error = status["backends"][0]["last_error"].as_str().unwrap_or("");
+        if error.contains("certificate not trusted") {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the backend is still trusted under another CA: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        try_call_text(&url, "docs_headers", &json!({}))
+            .await
+            .is_err(),
+        "an untrusted backend is not called"
+    );
+    set_ca(ca.pem.clone()).await;
+    until_call(&url, "docs_headers", json!({}), |text| {
+        text.contains("x-api-key")
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
