@@ -13,7 +13,6 @@ KUBE_VERSION="1.20.2"
 DEB_VERSION="1.20.5+really1.20.2"
 ORIG="kubernetes_${DEB_VERSION}.orig.tar.gz"
 ORIG_SHA256="b83c0780efb182d928dc63d46488a847f161f04e40a94b96bf5247dd671ecdfc"
-POOL="http://deb.debian.org/debian/pool/main/k/kubernetes"
 CACHE="${VMCP_KUBE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vmcp-peers}"
 BIN="$CACHE/kube-apiserver-$KUBE_VERSION"
 # 1.20 vendors reflect2 1.0.1, whose map iteration crashes the API server (SIGSEGV in
@@ -51,8 +50,27 @@ fi
 mkdir -p "$CACHE"
 WORK="$(mktemp -d "$CACHE/build.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-log "downloading $ORIG"
-curl -fsSL --retry 3 -o "$WORK/$ORIG" "$POOL/$ORIG"
+log "downloading $ORIG (apt-get source, from this machine's own Debian sources)"
+# The source package comes through apt like every other package: a private deb-src list made
+# from the machine's configured Debian sources (its mirrors, its keyring), so neither the
+# system's apt configuration nor a mirror's address is touched or written down here.
+APT_DIR="$WORK/apt"
+mkdir -p "$APT_DIR/parts" "$APT_DIR/lists/partial" "$APT_DIR/cache/archives/partial" "$WORK/src-dl"
+# Only Debian's own archives (signed by its archive keyring): a third-party list has no sources.
+for f in /etc/apt/sources.list.d/*.sources; do
+  [ -f "$f" ] && grep -q 'debian-archive-keyring' "$f" || continue
+  sed 's/^Types:.*$/Types: deb-src/' "$f" >"$APT_DIR/parts/$(basename "$f")"
+done
+if [ -f /etc/apt/sources.list ]; then
+  sed -n 's/^deb \(.*\)$/deb-src \1/p' /etc/apt/sources.list >"$APT_DIR/parts/sources.list"
+fi
+APT_OPTS=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$APT_DIR/parts"
+  -o "Dir::State::Lists=$APT_DIR/lists" -o "Dir::Cache=$APT_DIR/cache" -o "APT::Sandbox::User=root")
+apt-get "${APT_OPTS[@]}" update -qq >"$WORK/apt.log" 2>&1 \
+  || { tail -n 20 "$WORK/apt.log" >&2; die "apt-get update of the deb-src list failed"; }
+(cd "$WORK/src-dl" && apt-get "${APT_OPTS[@]}" source --download-only kubernetes \
+  >>"$WORK/apt.log" 2>&1) || { tail -n 20 "$WORK/apt.log" >&2; die "apt-get source kubernetes failed"; }
+mv "$WORK/src-dl/$ORIG" "$WORK/$ORIG" || die "apt-get source brought no $ORIG"
 echo "$ORIG_SHA256  $WORK/$ORIG" | sha256sum -c --quiet - || die "checksum mismatch for $ORIG"
 tar -xzf "$WORK/$ORIG" -C "$WORK"
 SRC="$WORK/kubernetes-$KUBE_VERSION"
