@@ -15,8 +15,10 @@ use crate::tls::ServerCert;
 /// How a [`RedisServer`] listens.
 #[derive(Clone, Default)]
 pub struct RedisOptions {
-    /// `requirepass`.
+    /// `requirepass` (the default user's password).
     pub password: Option<String>,
+    /// An ACL user (`name`, `password`) allowed every command, key and channel.
+    pub acl_user: Option<(String, String)>,
     /// Serve TLS only (`--tls-port`), with this certificate.
     pub tls: Option<ServerCert>,
 }
@@ -104,6 +106,11 @@ impl RedisServer {
         if let Some(password) = &self.options.password {
             cmd.arg("--requirepass").arg(password);
         }
+        if let Some((name, password)) = &self.options.acl_user {
+            cmd.arg("--user")
+                .arg(name)
+                .args(["on", &format!(">{password}"), "~*", "&*", "+@all"]);
+        }
         cmd.stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true);
@@ -155,7 +162,10 @@ impl RedisServer {
             .arg(self.port.to_string())
             .arg("-h")
             .arg("127.0.0.1");
-        if let Some(password) = &self.options.password {
+        if let Some((name, password)) = &self.options.acl_user {
+            cmd.arg("--no-auth-warning")
+                .args(["--user", name, "--pass", password]);
+        } else if let Some(password) = &self.options.password {
             cmd.arg("--no-auth-warning").arg("-a").arg(password);
         }
         if let Some(cert) = &self.options.tls {

@@ -1,6 +1,6 @@
 //! TLS for every outbound HTTP client: rustls with the aws-lc-rs provider.
 //!
-//! Trust is the platform's native roots plus the Mozilla roots of `webpki-roots`
+//! Trust is the platform's native roots plus the Mozilla roots of `webpki-root-certs`
 //! (so a minimal container without a CA store still reaches public servers), plus an
 //! optional extra [`CaBundle`] (a private CA; the `caBundlePath` keys). Every client
 //! the gateway opens is built by [`http_client`] or [`blocking_http_client`], so the
@@ -132,13 +132,14 @@ impl CaBundle {
     }
 }
 
-/// Native and webpki roots, read once per process: reading the platform store touches
-/// the file system and is the same for every client.
-fn default_roots() -> &'static rustls::RootCertStore {
-    static ROOTS: OnceLock<rustls::RootCertStore> = OnceLock::new();
-    ROOTS.get_or_init(|| {
-        let mut store = rustls::RootCertStore::empty();
-        store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+/// The default trust anchors as certificates: the Mozilla roots of
+/// `webpki-root-certs`, then the platform's that rustls accepts as anchors. Read once
+/// per process: reading the platform store touches the file system and is the same
+/// for every client.
+pub fn default_certificates() -> &'static [CertificateDer<'static>] {
+    static CERTS: OnceLock<Vec<CertificateDer<'static>>> = OnceLock::new();
+    CERTS.get_or_init(|| {
+        let mut certs = webpki_root_certs::TLS_SERVER_ROOT_CERTS.to_vec();
         let native = rustls_native_certs::load_native_certs();
         if !native.errors.is_empty() {
             tracing::debug!(
@@ -146,10 +147,49 @@ fn default_roots() -> &'static rustls::RootCertStore {
                 "some platform CA certificates could not be read"
             );
         }
-        let (added, ignored) = store.add_parsable_certificates(native.certs);
+        let (mut added, mut ignored) = (0usize, 0usize);
+        for cert in native.certs {
+            // Only what a RootCertStore takes: a client that is handed these as PEM
+            // (the redis crate) refuses the whole set over one bad anchor.
+            if rustls::RootCertStore::empty().add(cert.clone()).is_ok() {
+                certs.push(cert);
+                added += 1;
+            } else {
+                ignored += 1;
+            }
+        }
         tracing::debug!(added, ignored, "platform CA certificates loaded");
+        certs
+    })
+}
+
+/// The default roots as a store, built once.
+fn default_roots() -> &'static rustls::RootCertStore {
+    static ROOTS: OnceLock<rustls::RootCertStore> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let mut store = rustls::RootCertStore::empty();
+        store.add_parsable_certificates(default_certificates().iter().cloned());
         store
     })
+}
+
+/// The default roots and `extra`, PEM-encoded: for a client that takes its trust
+/// anchors as PEM instead of a rustls configuration (the redis crate's
+/// `TlsCertificates::root_cert`), so it trusts exactly what [`client_config`] does.
+pub fn roots_pem(extra: Option<&CaBundle>) -> Vec<u8> {
+    use base64::Engine as _;
+    let extra = extra.map(|b| b.certs.as_slice()).unwrap_or_default();
+    let mut pem = Vec::new();
+    for cert in default_certificates().iter().chain(extra) {
+        let body = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+        pem.extend_from_slice(b"-----BEGIN CERTIFICATE-----\n");
+        for line in body.as_bytes().chunks(64) {
+            pem.extend_from_slice(line);
+            pem.push(b'\n');
+        }
+        pem.extend_from_slice(b"-----END CERTIFICATE-----\n");
+    }
+    pem
 }
 
 /// The rustls client configuration for the given extra trust anchors.
@@ -324,6 +364,38 @@ fn words(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn roots_pem_holds_every_default_anchor_then_the_bundle() {
+        let defaults = default_certificates();
+        assert!(
+            defaults.len() >= webpki_root_certs::TLS_SERVER_ROOT_CERTS.len(),
+            "the Mozilla roots are part of the defaults"
+        );
+        let pem = roots_pem(None);
+        let back: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back.as_slice(), defaults, "PEM round-trips to the same DER");
+        // A bundle of one of them (any valid CA) comes last, after all the defaults.
+        let one = CaBundle::from_pem("/extra.pem", &pem[..=pem_end(&pem)]).unwrap();
+        let with = roots_pem(Some(&one));
+        let back: Vec<_> = CertificateDer::pem_slice_iter(&with)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back.len(), defaults.len() + 1);
+        assert_eq!(back.last(), defaults.first());
+        let mut store = rustls::RootCertStore::empty();
+        for cert in back {
+            store.add(cert).expect("every anchor is one rustls takes");
+        }
+    }
+
+    /// The index of the last byte of the first PEM block.
+    fn pem_end(pem: &[u8]) -> usize {
+        let end = b"-----END CERTIFICATE-----\n";
+        pem.windows(end.len()).position(|w| w == end).unwrap() + end.len() - 1
+    }
 
     #[test]
     fn relative_and_climbing_paths_are_refused() {

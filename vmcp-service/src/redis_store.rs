@@ -25,14 +25,9 @@ pub enum StoreError {
     /// The configuration names no usable Redis (see `config::validate`).
     #[error("sessionStorage: {0}")]
     Config(String),
-    /// The CA bundle could not be read.
-    #[error("sessionStorage.caBundlePath {path}: {source}")]
-    CaBundle {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// The CA bundle could not be read or is not a PEM bundle of CAs.
+    #[error("sessionStorage.caBundlePath: {0}")]
+    CaBundle(vmcp_layers::tls::TlsError),
     /// Redis did not answer in time.
     #[error("redis did not answer within {}s", COMMAND_TIMEOUT.as_secs())]
     Timeout,
@@ -109,21 +104,24 @@ impl RedisStore {
             };
         }
         info = info.set_redis_settings(settings);
-        let client = match &config.ca_bundle_path {
-            Some(path) => {
-                let pem = std::fs::read(path).map_err(|source| StoreError::CaBundle {
-                    path: path.clone(),
-                    source,
-                })?;
-                redis::Client::build_with_tls(
-                    info,
-                    redis::TlsCertificates {
-                        client_tls: None,
-                        root_cert: Some(pem),
-                    },
-                )?
-            }
-            None => redis::Client::open(info)?,
+        // rediss:// trusts what every other client of the gateway trusts: the
+        // platform and Mozilla roots, plus caBundlePath (a private CA) when set.
+        let client = if address.tls {
+            let extra = match &config.ca_bundle_path {
+                Some(path) => {
+                    Some(vmcp_layers::tls::CaBundle::load(path).map_err(StoreError::CaBundle)?)
+                }
+                None => None,
+            };
+            redis::Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(vmcp_layers::tls::roots_pem(extra.as_ref())),
+                },
+            )?
+        } else {
+            redis::Client::open(info)?
         };
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(COMMAND_TIMEOUT))

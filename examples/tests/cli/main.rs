@@ -15,4 +15,5 @@ mod readme;
 mod replicas;
 mod serve;
 mod serve_logs;
+mod session_storage;
 mod stdio;
