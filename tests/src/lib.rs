@@ -12,6 +12,7 @@ pub mod idp;
 pub mod kube;
 pub mod logs;
 pub mod oidc;
+pub mod panics;
 mod plan;
 pub mod redis;
 pub mod stacked;
