@@ -272,3 +272,66 @@ async fn the_shipped_role_grants_what_vmcp_reads_and_writes_and_nothing_else() {
         .await;
     assert_eq!(status, 200);
 }
+
+/// deploy/replicas/vmcp.yaml, applied after deploy/ on a real API server: three
+/// replicas that roll one at a time without losing one, gated at start by `/readyz`
+/// and afterwards by `/health` (a Redis outage must not empty the Service), their
+/// Redis password and sealing key from the Secret, and a Service without affinity.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replicas_manifest_applies_as_three_replicas_without_affinity() {
+    let cluster = KubeCluster::start().await;
+    cluster.kubectl_ok(&["create", "namespace", NS]).await;
+    for file in ["rbac.yaml", "vmcp.yaml", "replicas/vmcp.yaml"] {
+        cluster
+            .kubectl_ok(&["apply", "-f", &deploy_file(file)])
+            .await;
+    }
+    let get = async |kind: &str| -> serde_json::Value {
+        let text = cluster
+            .kubectl_ok(&["-n", NS, "get", kind, "vmcp", "-o", "json"])
+            .await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{kind} as JSON: {e}: {text}"))
+    };
+    let deployment = get("deployment").await;
+    let spec = &deployment["spec"];
+    assert_eq!(spec["replicas"], 3, "{spec}");
+    assert_eq!(
+        spec["strategy"]["rollingUpdate"]["maxUnavailable"], 0,
+        "{spec}"
+    );
+    let container = &spec["template"]["spec"]["containers"][0];
+    assert_eq!(container["startupProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/health");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/health");
+    let from_secret: Vec<(&str, &str)> = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .filter_map(|var| {
+            let key = &var["valueFrom"]["secretKeyRef"];
+            Some((var["name"].as_str()?, key["name"].as_str()?))
+        })
+        .collect();
+    assert_eq!(
+        from_secret,
+        [
+            ("VMCP_SESSION_REDIS_PASSWORD", "vmcp-shared"),
+            ("VMCP_SEALING_KEY", "vmcp-shared")
+        ]
+    );
+    let service = get("service").await;
+    assert_eq!(service["spec"]["sessionAffinity"], "None", "{service}");
+    let config = cluster
+        .kubectl_ok(&["-n", NS, "get", "configmap", "vmcp-config", "-o", "json"])
+        .await;
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap();
+    let yaml = config["data"]["vmcp.yaml"].as_str().expect("vmcp.yaml");
+    assert!(
+        yaml.contains("provider: redis"),
+        "replaced by the replicas' config: {yaml}"
+    );
+    assert!(
+        !yaml.to_lowercase().contains("password"),
+        "no secret in the ConfigMap: {yaml}"
+    );
+}

@@ -486,19 +486,27 @@ async fn validate_names_sealing_fields() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The `vmcp.yaml` of the ConfigMap `vmcp-config` in the manifest file `file`.
+fn shipped_config(file: &str) -> String {
+    let manifests = std::fs::read_to_string(repo_root().join(file)).unwrap();
+    let config = serde_yaml_ng::Deserializer::from_str(&manifests)
+        .map(|document| {
+            Value::deserialize(document).unwrap_or_else(|e| panic!("{file} parses: {e}"))
+        })
+        .find(|object| object["kind"] == "ConfigMap" && object["metadata"]["name"] == "vmcp-config")
+        .unwrap_or_else(|| panic!("{file} has the ConfigMap vmcp-config"));
+    config["data"]["vmcp.yaml"]
+        .as_str()
+        .expect("the ConfigMap carries vmcp.yaml")
+        .to_owned()
+}
+
 /// The configuration the Kubernetes manifests ship (`deploy/vmcp.yaml`, ConfigMap
 /// `vmcp-config`) is one `vmcp validate` accepts, so the Deployment starts.
 #[tokio::test]
 async fn the_shipped_kubernetes_config_is_valid() {
-    let manifests = std::fs::read_to_string(repo_root().join("deploy/vmcp.yaml")).unwrap();
-    let config = serde_yaml_ng::Deserializer::from_str(&manifests)
-        .map(|document| Value::deserialize(document).expect("deploy/vmcp.yaml parses"))
-        .find(|object| object["kind"] == "ConfigMap" && object["metadata"]["name"] == "vmcp-config")
-        .expect("deploy/vmcp.yaml has the ConfigMap vmcp-config");
-    let yaml = config["data"]["vmcp.yaml"]
-        .as_str()
-        .expect("the ConfigMap carries vmcp.yaml");
-    let (ok, stdout, stderr) = validate("deploy", yaml).await;
+    let yaml = shipped_config("deploy/vmcp.yaml");
+    let (ok, stdout, stderr) = validate("deploy", &yaml).await;
     assert!(
         ok,
         "deploy/vmcp.yaml's config is invalid:\n{stdout}{stderr}"
@@ -508,4 +516,45 @@ async fn the_shipped_kubernetes_config_is_valid() {
         "{stdout}"
     );
     assert!(!stderr.contains("no backends configured"), "{stderr}");
+}
+
+/// The replicas' configuration (`deploy/replicas/vmcp.yaml`) is valid with the
+/// environment its Deployment gives it (the sealing key from the Secret), and
+/// refused, naming the key and the variable, without it.
+#[tokio::test]
+async fn the_replicas_manifest_config_is_valid() {
+    let path = temp_file("replicas", &shipped_config("deploy/replicas/vmcp.yaml"));
+    let run = async |key: Option<&str>| {
+        let mut command = Command::new(VMCP);
+        command
+            .args(["validate", "-c"])
+            .arg(&path)
+            .env_remove("RUST_LOG")
+            .env_remove("VMCP_SEALING_KEY");
+        if let Some(key) = key {
+            command.env("VMCP_SEALING_KEY", key);
+        }
+        let out = command.output().await.unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        (out.status.success(), stdout, stderr)
+    };
+    let (ok, stdout, stderr) =
+        run(Some("a-sealing-key-of-at-least-32-bytes-for-every-replica")).await;
+    assert!(
+        ok,
+        "deploy/replicas/vmcp.yaml is invalid:\n{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains("valid (0 backend(s), and group engineering-tools's from the cluster)"),
+        "{stdout}"
+    );
+    let (ok, stdout, stderr) = run(None).await;
+    assert!(!ok, "valid without its sealing key:\n{stdout}{stderr}");
+    assert!(
+        format!("{stdout}{stderr}")
+            .contains("sealing.keyEnv: the environment variable VMCP_SEALING_KEY is not set"),
+        "{stdout}{stderr}"
+    );
 }
