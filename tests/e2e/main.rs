@@ -15,6 +15,7 @@ mod composite;
 mod conflicts;
 mod connections;
 mod edge;
+mod edge_filtered;
 mod edge_session;
 mod failures;
 mod filtering;

@@ -487,6 +487,17 @@ impl Vmcp {
         http: StreamableHttpServerConfig,
         headers: HeaderValidationLayer,
     ) -> Result<Stack, StackError> {
+        self.stack_around(self.service_with(http), headers)
+    }
+
+    /// [`Vmcp::stack`] around a service of this gateway built by the caller (for
+    /// example [`VmcpService::without_fast_path`], to compare the two paths behind
+    /// the same layers).
+    pub fn stack_around(
+        &self,
+        service: VmcpService,
+        headers: HeaderValidationLayer,
+    ) -> Result<Stack, StackError> {
         let config = self.aggregator().config();
         let builder = stack_builder(
             config.incoming_auth.as_ref(),
@@ -503,7 +514,7 @@ impl Vmcp {
             &config,
             crate::optimizer::request_rewrite(self.aggregator()),
         );
-        let stack = builder.build(self.service_with(http));
+        let stack = builder.build(service);
         self.aggregator
             .integrity()
             .attach(stack.audit().cloned(), stack.telemetry().cloned());

@@ -1,10 +1,15 @@
 //! List pages served as bytes: each page of the catalog is serialized once per
 //! catalog version (and page size), then every request for it copies bytes.
 //!
-//! Only unfiltered lists come here (per-caller filtering stays with the handler), so
-//! a page is the same for every caller. Cursors are the handler's
-//! ([`crate::pagination`]), so a cursor from either side works on the other.
+//! A list filtered per caller is cut from the items the caller's admission admits,
+//! as the handler cuts it (filter, then page, private cache scope). Its pages are
+//! kept by *view*: the set of admitted items, as a bit mask over the catalog's list.
+//! Callers who see the same items share pages, whoever they are; deciding the mask
+//! costs one cached decision per item, never a serialization. Cursors are the
+//! handler's ([`crate::pagination`]), so a cursor from either side works on the
+//! other.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -14,10 +19,11 @@ use rmcp::model::{
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     ServerResult,
 };
-use vmcp_layers::context::ListKind;
+use vmcp_layers::context::{Admission, ListKind};
 
 use crate::catalog::Catalog;
 use crate::pagination::page;
+use crate::visibility;
 
 /// Pages kept per catalog version; a client can name any cursor, so the cache is
 /// bounded and simply refilled when full.
@@ -34,13 +40,69 @@ struct Pages {
     /// new `Arc`).
     catalog: Arc<Catalog>,
     page_size: usize,
-    /// By list, cursor, and whether shaped for a pre-2026-07-28 peer.
-    pages: HashMap<(ListKind, Option<Box<str>>, bool), Bytes>,
+    /// By list, cursor, whether shaped for a pre-2026-07-28 peer, and the view
+    /// (`None`: unfiltered; else the admitted items' bit mask).
+    pages: HashMap<PageKey, Bytes>,
+}
+
+type PageKey = (ListKind, Option<Box<str>>, bool, Option<Box<[u64]>>);
+
+/// Which of a list's items an admission admits: bit `i` for item `i`.
+fn view(admission: &dyn Admission, catalog: &Catalog, kind: ListKind) -> Box<[u64]> {
+    let len = match kind {
+        ListKind::Tools => catalog.tools().len(),
+        ListKind::Prompts => catalog.prompts().len(),
+        ListKind::Resources => catalog.resources().len(),
+        ListKind::ResourceTemplates => catalog.templates().len(),
+    };
+    let mut mask = vec![0u64; len.div_ceil(64)].into_boxed_slice();
+    if admission.list_hidden(kind) {
+        return mask;
+    }
+    let mut set = |i: usize, admitted: bool| {
+        if admitted {
+            mask[i / 64] |= 1 << (i % 64);
+        }
+    };
+    match kind {
+        ListKind::Tools => {
+            for (i, item) in catalog.tools().iter().enumerate() {
+                set(i, visibility::tool(admission, catalog, item));
+            }
+        }
+        ListKind::Prompts => {
+            for (i, item) in catalog.prompts().iter().enumerate() {
+                set(i, visibility::prompt(admission, catalog, item));
+            }
+        }
+        ListKind::Resources => {
+            for (i, item) in catalog.resources().iter().enumerate() {
+                set(i, visibility::resource(admission, catalog, item));
+            }
+        }
+        ListKind::ResourceTemplates => {
+            for (i, item) in catalog.templates().iter().enumerate() {
+                set(i, visibility::template(admission, catalog, item));
+            }
+        }
+    }
+    mask
+}
+
+/// The items of `items` whose bit is set in `mask`, in order.
+fn admitted<T: Clone>(items: &[T], mask: &[u64]) -> Vec<T> {
+    items
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| mask[i / 64] & (1 << (i % 64)) != 0)
+        .map(|(_, item)| item.clone())
+        .collect()
 }
 
 impl PageCache {
     /// The serialized `result` of one page, or the handler's error for a bad cursor;
-    /// `legacy`: as rmcp shapes it for a pre-2026-07-28 peer.
+    /// `legacy`: as rmcp shapes it for a pre-2026-07-28 peer; `admission`: the
+    /// caller's, whose view of the list the page is cut from.
     pub(super) fn page(
         &self,
         catalog: &Arc<Catalog>,
@@ -48,8 +110,10 @@ impl PageCache {
         cursor: Option<&str>,
         page_size: usize,
         legacy: bool,
+        admission: Option<&dyn Admission>,
     ) -> Result<Bytes, ErrorData> {
-        let key = (kind, cursor.map(Into::into), legacy);
+        let mask = admission.map(|a| view(a, catalog, kind));
+        let key = (kind, cursor.map(Into::into), legacy, mask);
         {
             let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(pages) = current
@@ -61,7 +125,7 @@ impl PageCache {
             }
         }
         // Serialized outside the lock; two callers may race to fill the same page.
-        let bytes = serialize(catalog, kind, cursor, page_size, legacy)?;
+        let bytes = serialize(catalog, kind, cursor, page_size, legacy, key.3.as_deref())?;
         let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
         let fresh = current
             .as_ref()
@@ -83,20 +147,30 @@ impl PageCache {
     }
 }
 
-/// One page as the handler builds it (no TTL, private cache scope), serialized.
+/// One page as the handler builds it, serialized: the catalog's merged hints
+/// (SEP-2549), private when the list is the caller's own view (`mask`).
 fn serialize(
     catalog: &Catalog,
     kind: ListKind,
     cursor: Option<&str>,
     page_size: usize,
     legacy: bool,
+    mask: Option<&[u64]>,
 ) -> Result<Bytes, ErrorData> {
-    // Unfiltered pages only: the merged hints of the catalog's sources (SEP-2549).
-    let hint = catalog.hint(kind);
+    let mut hint = catalog.hint(kind);
+    if mask.is_some() {
+        hint.public = false;
+    }
+    fn cut<'a, T: Clone>(items: &'a [T], mask: Option<&[u64]>) -> Cow<'a, [T]> {
+        match mask {
+            None => Cow::Borrowed(items),
+            Some(mask) => Cow::Owned(admitted(items, mask)),
+        }
+    }
     let mut result = match kind {
         ListKind::Tools => {
             let (items, next) = page(
-                catalog.tools(),
+                &cut(catalog.tools(), mask),
                 |t| t.name.as_ref(),
                 kind,
                 cursor,
@@ -110,7 +184,7 @@ fn serialize(
         }
         ListKind::Prompts => {
             let (items, next) = page(
-                catalog.prompts(),
+                &cut(catalog.prompts(), mask),
                 |p| p.name.as_str(),
                 kind,
                 cursor,
@@ -124,7 +198,7 @@ fn serialize(
         }
         ListKind::Resources => {
             let (items, next) = page(
-                catalog.resources(),
+                &cut(catalog.resources(), mask),
                 |r| r.uri.as_str(),
                 kind,
                 cursor,
@@ -138,7 +212,7 @@ fn serialize(
         }
         ListKind::ResourceTemplates => {
             let (items, next) = page(
-                catalog.templates(),
+                &cut(catalog.templates(), mask),
                 |t| t.uri_template.as_str(),
                 kind,
                 cursor,

@@ -31,8 +31,9 @@
 //!   has the type rmcp reads (a completion's params read as rmcp's, with
 //!   [`crate::params`]); malformed params are the handler's to refuse;
 //! - the target is known and served by a 2026-07-28 backend (the direct path), a
-//!   tool's schema promotes no argument to an `Mcp-Param-*` header, and lists are
-//!   not filtered per caller.
+//!   tool's schema promotes no argument to an `Mcp-Param-*` header. A list filtered
+//!   per caller (an admission handle) is cut from the caller's view
+//!   ([`lists`]).
 //!
 //! Answers are built from the same rmcp types as the handler's, so a fast answer is
 //! byte-for-byte what rmcp would have sent (`tests/e2e/edge.rs` sends one corpus to
@@ -150,9 +151,9 @@ pub(crate) struct Admitted {
     parsed: Arc<ParsedMcpRequest>,
     tasks: bool,
     calls: Option<BackendCalls>,
-    /// The caller's admission decided on this request: its answer is the caller's own
-    /// (cache scope private).
-    filtered: bool,
+    /// The caller's admission, when it decides on this request: its answer is the
+    /// caller's own view (cache scope private).
+    admission: Option<AdmissionHandle>,
     /// The 2025-11-25 session it belongs to; `None` for a 2026-07-28 request.
     session: Option<Arc<str>>,
     /// When the gateway received it (backend deadlines are timed from here), and
@@ -324,7 +325,6 @@ impl Edge {
                 parsed.name.is_none()
                     && parsed.uri.is_none()
                     && parsed.arguments.is_none()
-                    && extensions.get::<AdmissionHandle>().is_none()
                     && parsed
                         .params_rest
                         .iter()
@@ -338,7 +338,7 @@ impl Edge {
             parsed: parsed.clone(),
             tasks,
             calls: extensions.get::<BackendCalls>().cloned(),
-            filtered: extensions.get::<AdmissionHandle>().is_some(),
+            admission: extensions.get::<AdmissionHandle>().cloned(),
             audit: extensions.get::<vmcp_layers::context::AuditNote>().cloned(),
             session: has_session.then(|| session.map(Arc::from)).flatten(),
             origin: forward::Origin {
@@ -381,18 +381,23 @@ impl Edge {
             parsed,
             tasks,
             calls,
-            filtered,
+            admission,
             session,
             origin,
             audit,
         } = admitted;
+        let filtered = admission.is_some();
         let legacy = session.is_some();
         let catalog = self.aggregator.catalog();
         let outcome = match verb {
             Verb::List(kind) => {
                 let cursor = parsed.params_rest.get("cursor").and_then(Value::as_str);
                 let page_size = self.aggregator.config().page_size();
-                match self.pages.page(&catalog, kind, cursor, page_size, legacy) {
+                let view = admission.as_ref().map(|h| &*h.0);
+                match self
+                    .pages
+                    .page(&catalog, kind, cursor, page_size, legacy, view)
+                {
                     Ok(bytes) => {
                         self.served.fetch_add(1, Ordering::Relaxed);
                         return Some(json(StatusCode::OK, envelope(&id, &bytes)));
