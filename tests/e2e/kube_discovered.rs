@@ -422,7 +422,12 @@ async fn serving_goes_on_while_the_api_server_is_down_and_the_watch_resumes() {
         t.contains(&"two_echo".to_owned())
     })
     .await;
-    assert!(!discovery.unreachable());
+    // Each kind's watch resumes on its own backoff (at most 4 s): the servers' watch
+    // delivered `two`, another kind's may still be waiting to retry.
+    assert!(
+        vmcp_tests::eventually(|| !discovery.unreachable()).await,
+        "every watch resumed"
+    );
     assert_eq!(readyz(&url).await, (200, "ready".to_owned()));
     assert_eq!(
         call_text(&url, "two_echo", json!({"text": "back"})).await,
