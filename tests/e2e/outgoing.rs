@@ -572,3 +572,164 @@ async fn eventually_async<F: std::future::Future<Output = bool>>(
     }
     false
 }
+
+/// Per-caller connections on the fast path: one gateway exchanging callers' tokens
+/// for a 2026-07-28 backend and passing `X-Tenant` through, mounted behind the
+/// stack twice (`Vmcp::service()` and `without_fast_path()`). Each caller's call
+/// answers alike on both, and the fast side answered it;
+/// the backend saw each caller's own exchanged token and tenant, never the caller's
+/// token; a token the backend revokes is exchanged again and the call retried once
+/// on the fast side too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_caller_connections_are_served_on_the_fast_path_as_by_the_handler() {
+    use vmcp_layers::headers::HeaderValidationLayer;
+    let ca = TestCa::generate("oidc test CA");
+    let idp = OidcProvider::start(
+        &ca,
+        &[
+            ("alice", "alice-pw"),
+            ("bob", "bob-pw"),
+            ("gateway", "gw-pw"),
+        ],
+    )
+    .await;
+    let (url, seen) = backend("b", false).await;
+    let ca_file = ca.ca_file();
+    let vmcp = vmcp_service::Vmcp::start(config(&format!(
+        r#"
+backends: [{{name: b, url: '{url}'}}]
+passthroughHeaders: [X-Tenant]
+incomingAuth:
+  type: oidc
+  oidc: {{issuer: '{issuer}', audience: vmcp, caBundlePath: '{ca}'}}
+outgoingAuth:
+  backends:
+    b:
+      type: token_exchange
+      tokenExchange: {{tokenUrl: '{token_url}', clientId: gateway, clientSecret: gw-pw, audience: backend-b, caBundlePath: '{ca}'}}
+"#,
+        issuer = idp.issuer,
+        ca = ca_file.display(),
+        token_url = idp.token_url(),
+    )))
+    .await
+    .expect("gateway starts");
+    let fast = vmcp.service();
+    let slow = vmcp.service().without_fast_path();
+    let mount = async |service| {
+        let stack = vmcp
+            .stack_around(service, HeaderValidationLayer::new())
+            .expect("stack builds");
+        vmcp_tests::serve_on_loopback(stack.router()).await
+    };
+    let (fast_addr, _stop_fast) = mount(fast.clone()).await;
+    let (slow_addr, _stop_slow) = mount(slow.clone()).await;
+    let (fast_url, slow_url) = (
+        format!("http://{fast_addr}/mcp"),
+        format!("http://{slow_addr}/mcp"),
+    );
+    let alice = idp.caller_token("alice", "alice-pw").await;
+    let bob = idp.caller_token("bob", "bob-pw").await;
+
+    for (who, token, tenant) in [("alice", &alice, "acme"), ("bob", &bob, "globex")] {
+        let headers = [("X-Tenant", tenant), ("X-Not-Allowed", "1")];
+        let before = seen.of(who).len();
+        let mut answers = Vec::new();
+        for url in [&fast_url, &slow_url] {
+            let served = fast.fast_path_answers();
+            let reply = modern_with_headers(
+                url,
+                Some(token),
+                &headers,
+                "tools/call",
+                json!({"name": "b_echo", "arguments": {"text": who}}),
+            )
+            .await;
+            assert_eq!(reply.status, 200, "{who} on {url}: {:?}", reply.body);
+            answers.push((reply.raw, fast.fast_path_answers() - served));
+        }
+        assert_eq!(
+            answers[0].0, answers[1].0,
+            "{who}: the two paths answer alike"
+        );
+        assert_eq!(
+            (answers[0].1, answers[1].1),
+            (1, 0),
+            "{who}: the fast mount answered on the fast path, the other did not"
+        );
+        // Both calls reached the backend with this caller's exchanged token and
+        // tenant, and nothing else of the request.
+        let calls: Vec<Seen> = seen.of(who)[before..]
+            .iter()
+            .filter(|s| s.method == "tools/call")
+            .cloned()
+            .collect();
+        assert_eq!(calls.len(), 2, "{who}: {calls:?}");
+        for call in &calls {
+            let bearer = call
+                .authorization
+                .as_deref()
+                .unwrap()
+                .trim_start_matches("Bearer ");
+            assert_ne!(
+                bearer,
+                token.as_str(),
+                "{who}'s own token reached the backend"
+            );
+            let claims = claims(bearer);
+            assert_eq!(
+                (claims["aud"].as_str(), claims["sub"].as_str()),
+                (Some("backend-b"), Some(who)),
+                "{claims}"
+            );
+            assert_eq!(call.tenant.as_deref(), Some(tenant), "{call:?}");
+            assert!(!call.other, "{call:?}");
+        }
+    }
+    assert_eq!(
+        idp.exchanges_of("alice").await,
+        1,
+        "one exchange each, shared by both mounts"
+    );
+    assert_eq!(idp.exchanges_of("bob").await, 1);
+
+    // The backend revokes Alice's exchanged token: the fast path exchanges again and
+    // retries once; Alice only sees success.
+    let current = seen
+        .of("alice")
+        .last()
+        .unwrap()
+        .authorization
+        .clone()
+        .unwrap();
+    seen.refused
+        .lock()
+        .unwrap()
+        .insert(current.trim_start_matches("Bearer ").to_owned());
+    let before = seen.all().len();
+    let served = fast.fast_path_answers();
+    // (The same passed-through headers: the same caller connection as before.)
+    let reply = modern_with_headers(
+        &fast_url,
+        Some(&alice),
+        &[("X-Tenant", "acme"), ("X-Not-Allowed", "1")],
+        "tools/call",
+        json!({"name": "b_echo", "arguments": {"text": "again"}}),
+    )
+    .await;
+    assert_eq!(text(&reply.body), "b: again", "{:?}", reply.body);
+    assert_eq!(fast.fast_path_answers() - served, 1);
+    assert_eq!(idp.exchanges_of("alice").await, 2);
+    let after: Vec<Seen> = seen.all().split_off(before);
+    let tries: Vec<bool> = after
+        .iter()
+        .filter(|s| s.method == "tools/call")
+        .map(|s| s.authorization.as_ref() == Some(&current))
+        .collect();
+    assert_eq!(
+        tries,
+        [true, false],
+        "refused once, retried once: {after:?}"
+    );
+    assert_eq!(slow.fast_path_answers(), 0);
+}

@@ -15,7 +15,7 @@ use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::bridged_capabilities;
-use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget, CallerKey};
+use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
@@ -44,15 +44,28 @@ pub(super) enum Answer {
 }
 
 /// When the gateway received a request, and for whom: its backend call's budget
-/// (a caller's request, not one of vmcp's own, as the health model counts it).
-#[derive(Debug, Clone, Copy)]
+/// (a caller's request, not one of vmcp's own, as the health model counts it), and
+/// whom the backend connection is for when the target backend's credentials depend
+/// on the caller (its connection comes from the backend's pool).
 pub(super) struct Origin {
     pub(super) received: Instant,
     pub(super) caller: CallerKey,
+    pub(super) connection: Option<Caller>,
+}
+
+// Not derived: a caller's passed-through headers are not for logs.
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Origin")
+            .field("received", &self.received)
+            .field("caller", &self.caller)
+            .field("own_connection", &self.connection.is_some())
+            .finish()
+    }
 }
 
 impl Origin {
-    fn budget(self, timeout: std::time::Duration) -> CallBudget {
+    fn budget(&self, timeout: std::time::Duration) -> CallBudget {
         CallBudget::for_caller(timeout, Some(self.caller)).since(self.received)
     }
 }
@@ -62,6 +75,56 @@ impl Edge {
         self.aggregator.registry().get(backend).ok_or_else(|| {
             ErrorData::internal_error(format!("backend {backend:?} is no longer configured"), None)
         })
+    }
+
+    /// Run `op` on the connection `caller` uses for `shared`'s backend, as the
+    /// handler's `on_backend` picks it: the shared one, or, for a backend whose
+    /// credentials depend on the caller (`token_exchange`, `passthroughHeaders`),
+    /// the caller's own from the backend's pool. There a 401/403 means the backend
+    /// refused the exchanged token without running the request: the token is
+    /// evicted and the call retried once. The outcome feeds the shared client's
+    /// health, except what the caller's own credentials caused.
+    async fn on_connection<T, F, Fut>(
+        &self,
+        shared: &Arc<BackendClient>,
+        origin: &Origin,
+        op: F,
+    ) -> Result<T, BackendError>
+    where
+        F: Fn(Arc<BackendClient>) -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
+        let Some(pool) = self.aggregator.registry().caller_pool(shared.name()) else {
+            return op(shared.clone()).await;
+        };
+        shared.admit()?;
+        // Admitted before a reload made this backend's credentials the caller's:
+        // no caller was taken, so it goes as nobody's (never on the gateway's own
+        // credentials).
+        let anonymous;
+        let caller = match &origin.connection {
+            Some(caller) => caller,
+            None => {
+                anonymous = Caller::new(None, None, &http::HeaderMap::new(), &[]);
+                &anonymous
+            }
+        };
+        let started = std::time::Instant::now();
+        let client = pool.client(caller, crate::backend::ClientCaps::default());
+        let mut result = op(client.clone()).await;
+        if let Err(e) = &result
+            && e.credentials_refused()
+            && pool.exchanger().is_some()
+        {
+            tracing::info!(backend = %shared.name(), "backend refused the caller's exchanged token; exchanging again and retrying once");
+            client.refuse_credentials().await;
+            result = op(client).await;
+        }
+        let callers_own = result.as_ref().is_err_and(|e| e.credentials_refused());
+        if !callers_own {
+            shared.record_call(Some(origin.caller), &result, started.elapsed());
+        }
+        result
     }
 
     /// A slot under `backend`'s `maxConcurrent` cap, as the handler takes one.
@@ -108,14 +171,19 @@ impl Edge {
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         // A 2025-11-25 session's answer is reshaped for its peer (`session`), so only
         // a 2026-07-28 caller's complete result is passed on as the backend wrote it.
-        let response = if legacy {
-            client
-                .call_tool(params, budget)
-                .await
-                .map(CallAnswer::Typed)
-        } else {
-            client.call_tool_spliced(&params, budget).await
-        };
+        let params = &params;
+        let response = self
+            .on_connection(&client, &origin, |client| async move {
+                if legacy {
+                    client
+                        .call_tool_borrowed(params, budget, None)
+                        .await
+                        .map(CallAnswer::Typed)
+                } else {
+                    client.call_tool_spliced(params, budget).await
+                }
+            })
+            .await;
         call.end(&response);
         let response = match response.map_err(|e| client_error(e, legacy))? {
             CallAnswer::Spliced(result) => return Ok(Answer::Spliced(result)),
@@ -164,7 +232,12 @@ impl Edge {
             &mut params.meta,
         );
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
-        let response = client.get_prompt(params, budget).await;
+        let params = &params;
+        let response = self
+            .on_connection(&client, &origin, |client| async move {
+                client.get_prompt(params.clone(), budget).await
+            })
+            .await;
         call.end(&response);
         Ok(ServerResult::from(
             match response.map_err(|e| client_error(e, legacy))? {
@@ -201,7 +274,12 @@ impl Edge {
             &mut params.meta,
         );
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
-        let response = client.read_resource(params, budget).await;
+        let params = &params;
+        let response = self
+            .on_connection(&client, &origin, |client| async move {
+                client.read_resource(params.clone(), budget).await
+            })
+            .await;
         call.end(&response);
         Ok(ServerResult::from(
             match response.map_err(|e| client_error(e, legacy))? {
@@ -242,8 +320,11 @@ impl Edge {
         let client = self.client(&backend)?;
         let _slot = self.slot(&backend, legacy).await?;
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
-        let mut result = client
-            .complete(params, budget)
+        let params = &params;
+        let mut result = self
+            .on_connection(&client, &origin, |client| async move {
+                client.complete(params.clone(), budget).await
+            })
             .await
             .map_err(|e| client_error(e, legacy))?;
         result.result_type = Some(ResultType::COMPLETE);

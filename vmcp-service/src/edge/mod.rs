@@ -30,8 +30,11 @@
 //!   `inputResponses`/`requestState`, only `cursor` on lists), and what it reads
 //!   has the type rmcp reads (a completion's params read as rmcp's, with
 //!   [`crate::params`]); malformed params are the handler's to refuse;
-//! - the target is known and served by a 2026-07-28 backend (the direct path), a
-//!   tool's schema promotes no argument to an `Mcp-Param-*` header. A list filtered
+//! - the target is known and served by a 2026-07-28 backend (the direct path), on
+//!   its shared connection or, when its credentials depend on the caller
+//!   (`token_exchange`, `passthroughHeaders`), on the caller's own from the
+//!   backend's pool, picked and retried as the handler does; a tool's schema
+//!   promotes no argument to an `Mcp-Param-*` header. A list filtered
 //!   per caller (an admission handle) is cut from the caller's view
 //!   ([`lists`]).
 //!
@@ -57,6 +60,7 @@ use vmcp_layers::context::{
 };
 
 use crate::aggregator::Aggregator;
+use crate::backend::Caller;
 use forward::Answer;
 
 /// `VmcpService`'s response body (named here so the edge does not import the
@@ -276,6 +280,13 @@ impl Edge {
             .map(|request| Box::new(request.params)),
             _ => None,
         };
+        // Whether the target's connection is the caller's own (set by `direct`).
+        let per_caller = std::cell::Cell::new(false);
+        let direct = |backend: &str| {
+            self.direct(backend)
+                .inspect(|own| per_caller.set(*own))
+                .is_some()
+        };
         let known = match verb {
             Verb::CallTool => {
                 no_extra
@@ -283,7 +294,7 @@ impl Edge {
                     && parsed.name.as_deref().is_some_and(|name| {
                         catalog.tool(name).is_some_and(|entry| {
                             !checks::promotes_arguments(&entry.tool.input_schema)
-                                && self.direct(&entry.route.backend)
+                                && direct(&entry.route.backend)
                         })
                     })
             }
@@ -293,16 +304,17 @@ impl Edge {
                     && parsed.name.as_deref().is_some_and(|name| {
                         catalog
                             .prompt(name)
-                            .is_some_and(|entry| self.direct(&entry.route.backend))
+                            .is_some_and(|entry| direct(&entry.route.backend))
                     })
             }
             Verb::ReadResource => {
                 no_extra
                     && parsed.name.is_none()
                     && parsed.arguments.is_none()
-                    && parsed.uri.as_deref().is_some_and(|uri| {
-                        catalog.resource_owner(uri).is_some_and(|b| self.direct(b))
-                    })
+                    && parsed
+                        .uri
+                        .as_deref()
+                        .is_some_and(|uri| catalog.resource_owner(uri).is_some_and(|b| direct(b)))
             }
             // The parse took the prompt's name or the resource's URI from `ref` (that
             // is what the completion is authorized as) and left the rest, which must
@@ -314,10 +326,10 @@ impl Edge {
                     && match (parsed.name.as_deref(), parsed.uri.as_deref()) {
                         (Some(name), None) => catalog
                             .prompt(name)
-                            .is_some_and(|entry| self.direct(&entry.route.backend)),
+                            .is_some_and(|entry| direct(&entry.route.backend)),
                         (None, Some(uri)) => catalog
                             .completion_owner_for_resource(uri)
-                            .is_some_and(|backend| self.direct(backend)),
+                            .is_some_and(|backend| direct(backend)),
                         _ => false,
                     }
             }
@@ -331,6 +343,16 @@ impl Edge {
                         .all(|(key, value)| key == "cursor" && value.is_string())
             }
         };
+        let caller = per_caller.get().then(|| {
+            Caller::new(
+                extensions.get::<Arc<vmcp_layers::Identity>>().map(|i| &**i),
+                extensions
+                    .get::<vmcp_layers::context::SubjectToken>()
+                    .cloned(),
+                req.headers(),
+                &self.aggregator.registry().passthrough(),
+            )
+        });
         known.then(|| Admitted {
             verb,
             id,
@@ -347,6 +369,7 @@ impl Edge {
                     extensions.get::<Arc<vmcp_layers::Identity>>().map(|i| &**i),
                     session,
                 ),
+                connection: caller,
             },
         })
     }
@@ -356,16 +379,17 @@ impl Edge {
         self.served.load(Ordering::Relaxed)
     }
 
-    /// Whether `backend` is connected over the 2026-07-28 direct path with one shared
-    /// connection. A backend whose credentials depend on the caller (`token_exchange`,
-    /// `passthroughHeaders`) is served by the handler, which picks the caller's own
-    /// connection.
-    fn direct(&self, backend: &str) -> bool {
+    /// Whether `backend` is served over the 2026-07-28 direct path: `Some(false)` on
+    /// its one shared connection, `Some(true)` on the caller's own (a backend whose
+    /// credentials depend on the caller: `token_exchange`, `passthroughHeaders`;
+    /// its connections are opened per caller from the backend's pool, as the
+    /// handler opens them). `None`: the handler's.
+    fn direct(&self, backend: &str) -> Option<bool> {
         let registry = self.aggregator.registry();
-        registry.caller_pool(backend).is_none()
-            && registry
-                .get(backend)
-                .is_some_and(|client| client.revision() == Some(McpRevision::Modern))
+        registry
+            .get(backend)
+            .filter(|client| client.revision() == Some(McpRevision::Modern))?;
+        Some(registry.caller_pool(backend).is_some())
     }
 
     /// Answer an admitted request, or hand it back (`None`: serve it with rmcp, as if

@@ -82,8 +82,17 @@ impl BackendClient {
         budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<CallToolResponse, BackendError> {
-        // The direct path writes the params from a borrow; only rmcp's takes a copy.
-        let params = &params;
+        self.call_tool_borrowed(&params, budget, relay).await
+    }
+
+    /// [`Self::call_tool_relayed`] from a borrow: the direct path writes the params
+    /// from it; only rmcp's paths take a copy.
+    pub(crate) async fn call_tool_borrowed(
+        &self,
+        params: &CallToolRequestParams,
+        budget: impl Into<CallBudget>,
+        relay: Option<Relay>,
+    ) -> Result<CallToolResponse, BackendError> {
         self.run(budget.into(), |conn| {
             let relay = relay.clone();
             async move {
