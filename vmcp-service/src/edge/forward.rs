@@ -94,9 +94,25 @@ impl Edge {
         F: Fn(Arc<BackendClient>) -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
-        let Some(pool) = self.aggregator.registry().caller_pool(shared.name()) else {
-            return op(shared.clone()).await;
-        };
+        match self.aggregator.registry().caller_pool(shared.name()) {
+            None => op(shared.clone()).await,
+            // Boxed: the plain call's future stays as small as it was.
+            Some(pool) => Box::pin(self.on_own_connection(shared, origin, &pool, op)).await,
+        }
+    }
+
+    /// [`Self::on_connection`] for a backend with a per-caller `pool`.
+    async fn on_own_connection<T, F, Fut>(
+        &self,
+        shared: &Arc<BackendClient>,
+        origin: &Origin,
+        pool: &crate::backend::callers::CallerPool,
+        op: F,
+    ) -> Result<T, BackendError>
+    where
+        F: Fn(Arc<BackendClient>) -> Fut,
+        Fut: Future<Output = Result<T, BackendError>>,
+    {
         shared.admit()?;
         // Admitted before a reload made this backend's credentials the caller's:
         // no caller was taken, so it goes as nobody's (never on the gateway's own
