@@ -169,9 +169,22 @@ pub fn ratios(rows: &[Row], layered_reason: Option<&str>) -> Vec<String> {
                     && clients == 8
                 {
                     let (rps, _) = compare(x);
-                    if rps.median < 0.4 {
+                    if rps.median < 0.5 {
                         misses.push(format!(
-                            "{label}: (c)/(a) median throughput {:.2} < 0.4",
+                            "{label}: (c)/(a) median throughput {:.2} < 0.5",
+                            rps.median
+                        ));
+                    }
+                }
+                // Issue 30: a per-caller (token-exchange) backend, warm cache.
+                if let Some(x) = find('x', revision, op, clients)
+                    && op == Op::Call
+                    && clients == 8
+                {
+                    let (rps, _) = compare(x);
+                    if rps.median < 0.5 {
+                        misses.push(format!(
+                            "{label}: (x)/(a) median throughput {:.2} < 0.5",
                             rps.median
                         ));
                     }
@@ -184,15 +197,15 @@ pub fn ratios(rows: &[Row], layered_reason: Option<&str>) -> Vec<String> {
                             rps.median
                         ));
                     }
-                    if op == Op::Call && clients == 8 && rps.median < 0.5 {
+                    if op == Op::Call && clients == 8 && rps.median < 0.6 {
                         misses.push(format!(
-                            "{label}: (b)/(a) median throughput {:.2} < 0.5",
+                            "{label}: (b)/(a) median throughput {:.2} < 0.6",
                             rps.median
                         ));
                     }
-                    if clients == 1 && p50.median >= 150.0 {
+                    if clients == 1 && p50.median > 100.0 {
                         misses.push(format!(
-                            "{label}: median added p50 {:.0} µs >= 150 µs",
+                            "{label}: median added p50 {:.0} µs > 100 µs",
                             p50.median
                         ));
                     }
@@ -246,7 +259,7 @@ pub fn targets(mut misses: Vec<String>, gateway_session: f64, gateway_rss_mib: f
     }
     if misses.is_empty() {
         println!(
-            "all met: (b)/(a) tools/call >= 0.5 and (c)/(a) tools/call >= 0.4 at 8 clients, (b)/(a) tools/list >= 1.0, added p50 < 150 µs at 1 client, idle Legacy session < 64 KiB, gateway peak RSS <= 40 MiB"
+            "all met (issue 30's targets): (b)/(a) tools/call >= 0.6, (c)/(a) >= 0.5 and (x)/(a) >= 0.5 at 8 clients, (b)/(a) tools/list >= 1.0, (b) added p50 <= 100 µs at 1 client, idle Legacy session < 64 KiB, gateway peak RSS <= 40 MiB"
         );
     } else {
         for miss in &misses {
