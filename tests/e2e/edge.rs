@@ -66,7 +66,7 @@ fn with_header(mut c: Case, name: &'static str, value: Option<&str>) -> Case {
     c
 }
 
-fn corpus() -> Vec<Case> {
+pub(super) fn corpus() -> Vec<Case> {
     let call = |text: &str| json!({"name": "gh_echo", "arguments": {"text": text}});
     let b64 = |s: &str| format!("=?base64?{}?=", base64::prelude::BASE64_STANDARD.encode(s));
     let mut cases = vec![

@@ -204,3 +204,73 @@ async fn filtered_lists_on_the_fast_path_are_the_handlers() {
     }
     assert_eq!(slow.fast_path_answers(), 0);
 }
+
+/// The fast-path corpus of `edge.rs` (valid requests of every fast verb, wrong
+/// headers, and malformed params generated for every verb), sent by a caller whose
+/// lists are filtered (Cedar admits it one tool and one prompt), to the stacked
+/// gateway with and without the fast path: statuses, error classes and results
+/// match.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_corpus_answers_alike_for_a_filtered_caller() {
+    let key = SigningKey::generate("k1");
+    let idp = Idp::start(&[&key]).await;
+    let backend = super::edge::backend().await;
+    let policies = [
+        r#"permit(principal, action == Action::"call_tool", resource == Tool::"gh_echo");"#,
+        r#"permit(principal, action == Action::"get_prompt", resource == Prompt::"gh_brief");"#,
+    ];
+    let policies: Vec<String> = policies.iter().map(|p| format!("      - '{p}'")).collect();
+    let vmcp = Vmcp::start(config(&format!(
+        "backends: [{{name: gh, url: '{}'}}]\n\
+         incomingAuth:\n  type: oidc\n  oidc: {{issuer: '{}', audience: vmcp}}\n  \
+         authz:\n    type: cedar\n    policies:\n{}\n",
+        backend.url(),
+        idp.issuer,
+        policies.join("\n")
+    )))
+    .await
+    .expect("gateway starts");
+    let fast = vmcp.service();
+    let slow = vmcp.service().without_fast_path();
+    let mount = async |service| {
+        let stack = vmcp
+            .stack_around(service, HeaderValidationLayer::new())
+            .expect("stack builds");
+        let (addr, stop) = serve_on_loopback(stack.router()).await;
+        (format!("http://{addr}/mcp"), stop)
+    };
+    let (fast_url, _stop_fast) = mount(fast.clone()).await;
+    let (slow_url, _stop_slow) = mount(slow.clone()).await;
+    let bearer = format!("Bearer {}", key.sign(&idp.claims("carol", json!({}))));
+
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for mut case in super::edge::corpus() {
+        case.headers.push(("authorization", bearer.clone()));
+        let (fast_status, fast_message) = super::edge::send(&fast_url, &case).await;
+        let (slow_status, slow_message) = super::edge::send(&slow_url, &case).await;
+        let class = super::edge::class;
+        if fast_status != slow_status || class(&fast_message) != class(&slow_message) {
+            failures.push(format!(
+                "{}: fast {fast_status} {:?}, rmcp {slow_status} {:?}",
+                case.name,
+                class(&fast_message),
+                class(&slow_message)
+            ));
+        } else if fast_message.get("result").is_some() && fast_message != slow_message {
+            failures.push(format!(
+                "{}: results differ\n  fast: {fast_message}\n  rmcp: {slow_message}",
+                case.name
+            ));
+        }
+        cases += 1;
+    }
+    assert!(cases > 100, "the corpus ran: {cases} cases");
+    assert_eq!(slow.fast_path_answers(), 0);
+    assert!(
+        fast.fast_path_answers() >= 10,
+        "the fast path answered too little: {}",
+        fast.fast_path_answers()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
