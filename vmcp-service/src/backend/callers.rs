@@ -186,9 +186,48 @@ impl CallerPool {
         self.per_caller
     }
 
-    /// The exchanger of this backend, if its strategy is `token_exchange`.
-    pub(crate) fn exchanger(&self) -> Option<&Arc<TokenExchanger>> {
-        self.exchanger.as_ref()
+    /// Run `op` on `caller`'s connection declaring `caps`, for a request whose
+    /// backend's shared client is `shared`: the one way both the handler and the
+    /// fast path call through a pool.
+    ///
+    /// On a per-caller connection, a 401/403 from the backend means it refused the
+    /// exchanged token without running the request: the token is evicted and the
+    /// call retried once with a fresh exchange. The outcome feeds `shared`'s health
+    /// (for `key`, the caller as the health model counts it), except what the
+    /// caller's own credentials caused (an exchange refused, a token the backend
+    /// refuses).
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        shared: &BackendClient,
+        caller: &Caller,
+        caps: ClientCaps,
+        key: super::CallerKey,
+        op: F,
+    ) -> Result<T, super::BackendError>
+    where
+        F: Fn(Arc<BackendClient>) -> Fut,
+        Fut: Future<Output = Result<T, super::BackendError>>,
+    {
+        shared.admit()?;
+        let started = std::time::Instant::now();
+        let client = self.client(caller, caps);
+        let mut result = Box::pin(op(client.clone())).await;
+        if let Err(e) = &result
+            && e.credentials_refused()
+            && self.exchanger.is_some()
+        {
+            tracing::info!(backend = %shared.name(), "backend refused the caller's exchanged token; exchanging again and retrying once");
+            client.refuse_credentials().await;
+            result = Box::pin(op(client)).await;
+        }
+        // A backend refusing this caller's own credentials (after a fresh exchange)
+        // refused the caller, not the gateway: the backend works.
+        let callers_own =
+            self.per_caller && result.as_ref().is_err_and(|e| e.credentials_refused());
+        if !callers_own {
+            shared.record_call(Some(key), &result, started.elapsed());
+        }
+        result
     }
 
     /// How many per-caller connections are open now, how many were ever opened, and

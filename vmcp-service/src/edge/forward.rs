@@ -15,7 +15,9 @@ use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::bridged_capabilities;
-use crate::backend::{BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey};
+use crate::backend::{
+    BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey, ClientCaps,
+};
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
 use crate::router::{self, Routed};
@@ -77,13 +79,11 @@ impl Edge {
         })
     }
 
-    /// Run `op` on the connection `caller` uses for `shared`'s backend, as the
-    /// handler's `on_backend` picks it: the shared one, or, for a backend whose
-    /// credentials depend on the caller (`token_exchange`, `passthroughHeaders`),
-    /// the caller's own from the backend's pool. There a 401/403 means the backend
-    /// refused the exchanged token without running the request: the token is
-    /// evicted and the call retried once. The outcome feeds the shared client's
-    /// health, except what the caller's own credentials caused.
+    /// Run `op` on the connection this request's caller uses for `shared`'s
+    /// backend, as the handler's `on_backend` picks it: the shared one, or, for a
+    /// backend whose credentials depend on the caller (`token_exchange`,
+    /// `passthroughHeaders`), the caller's own from the backend's pool
+    /// (`CallerPool::call`: its retry and health rules are the handler's).
     async fn on_connection<T, F, Fut>(
         &self,
         shared: &Arc<BackendClient>,
@@ -94,26 +94,9 @@ impl Edge {
         F: Fn(Arc<BackendClient>) -> Fut,
         Fut: Future<Output = Result<T, BackendError>>,
     {
-        match self.aggregator.registry().caller_pool(shared.name()) {
-            None => op(shared.clone()).await,
-            // Boxed: the plain call's future stays as small as it was.
-            Some(pool) => Box::pin(self.on_own_connection(shared, origin, &pool, op)).await,
-        }
-    }
-
-    /// [`Self::on_connection`] for a backend with a per-caller `pool`.
-    async fn on_own_connection<T, F, Fut>(
-        &self,
-        shared: &Arc<BackendClient>,
-        origin: &Origin,
-        pool: &crate::backend::callers::CallerPool,
-        op: F,
-    ) -> Result<T, BackendError>
-    where
-        F: Fn(Arc<BackendClient>) -> Fut,
-        Fut: Future<Output = Result<T, BackendError>>,
-    {
-        shared.admit()?;
+        let Some(pool) = self.aggregator.registry().caller_pool(shared.name()) else {
+            return op(shared.clone()).await;
+        };
         // Admitted before a reload made this backend's credentials the caller's:
         // no caller was taken, so it goes as nobody's (never on the gateway's own
         // credentials).
@@ -125,22 +108,8 @@ impl Edge {
                 &anonymous
             }
         };
-        let started = std::time::Instant::now();
-        let client = pool.client(caller, crate::backend::ClientCaps::default());
-        let mut result = op(client.clone()).await;
-        if let Err(e) = &result
-            && e.credentials_refused()
-            && pool.exchanger().is_some()
-        {
-            tracing::info!(backend = %shared.name(), "backend refused the caller's exchanged token; exchanging again and retrying once");
-            client.refuse_credentials().await;
-            result = op(client).await;
-        }
-        let callers_own = result.as_ref().is_err_and(|e| e.credentials_refused());
-        if !callers_own {
-            shared.record_call(Some(origin.caller), &result, started.elapsed());
-        }
-        result
+        // Boxed: the plain call's future stays as small as it was.
+        Box::pin(pool.call(shared, caller, ClientCaps::default(), origin.caller, op)).await
     }
 
     /// A slot under `backend`'s `maxConcurrent` cap, as the handler takes one.

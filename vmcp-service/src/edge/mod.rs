@@ -1,4 +1,6 @@
 //! The lean client edge: plain requests answered without rmcp's server.
+//! (Over 600 lines, one idea: `admit`, the single decision, and `serve`, its
+//! answer; the checks, forwarding, lists and sessions are its submodules.)
 //!
 //! rmcp's streamable HTTP server parses every body a second time (the layers, or the
 //! bare checks, already did), re-serializes it into a `Value` to check the SEP-2243

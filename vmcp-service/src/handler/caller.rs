@@ -36,13 +36,8 @@ pub(super) fn bridged_caps(
 }
 
 impl VmcpHandler {
-    /// Run `op` on the connection `ctx`'s caller uses for `shared`'s backend.
-    ///
-    /// On a per-caller connection, a 401/403 from the backend means it refused the
-    /// exchanged token without running the request: the token is evicted and the
-    /// call retried once with a fresh exchange. The outcome feeds the backend's
-    /// health like a call on the shared connection, except what the caller's own
-    /// credentials caused (an exchange refused, a token the backend refuses).
+    /// Run `op` on the connection `ctx`'s caller uses for `shared`'s backend (a
+    /// pool's: see `CallerPool::call` for the retry and health rules).
     pub(super) async fn on_backend<T, F, Fut>(
         &self,
         shared: &Arc<BackendClient>,
@@ -91,7 +86,6 @@ impl VmcpHandler {
         let Some(pool) = pool else {
             return op(shared.clone()).await;
         };
-        shared.admit()?;
         let headers = ctx
             .extensions
             .get::<http::request::Parts>()
@@ -102,28 +96,13 @@ impl VmcpHandler {
             headers.unwrap_or(&http::HeaderMap::new()),
             &registry.passthrough(),
         );
-        let started = std::time::Instant::now();
-        let client = pool.client(&caller, caps);
-        let mut result = Box::pin(op(client.clone())).await;
-        if let Err(e) = &result
-            && e.credentials_refused()
-            && pool.exchanger().is_some()
-        {
-            tracing::info!(backend = %shared.name(), "backend refused the caller's exchanged token; exchanging again and retrying once");
-            client.refuse_credentials().await;
-            result = Box::pin(op(client)).await;
-        }
-        // A backend refusing this caller's own credentials (after a fresh exchange)
-        // refused the caller, not the gateway: the backend works.
-        let callers_own =
-            pool.per_caller() && result.as_ref().is_err_and(|e| e.credentials_refused());
-        if !callers_own {
-            shared.record_call(
-                Some(super::caller_key::caller_key(ctx)),
-                &result,
-                started.elapsed(),
-            );
-        }
-        result
+        pool.call(
+            shared,
+            &caller,
+            caps,
+            super::caller_key::caller_key(ctx),
+            op,
+        )
+        .await
     }
 }
