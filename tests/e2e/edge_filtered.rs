@@ -6,11 +6,10 @@
 
 use serde_json::{Value, json};
 use vmcp_examples::demo::{DemoSpec, spawn};
-use vmcp_layers::headers::HeaderValidationLayer;
 use vmcp_service::Vmcp;
+use vmcp_tests::config;
 use vmcp_tests::idp::{Idp, SigningKey};
-use vmcp_tests::stacked::{LegacySession, Reply, modern_as};
-use vmcp_tests::{config, serve_on_loopback};
+use vmcp_tests::stacked::{LegacySession, Reply, TwoStacks, modern_as, two_stacks};
 
 const LISTS: [(&str, &str); 4] = [
     ("tools/list", "tools"),
@@ -27,6 +26,20 @@ const POLICIES: &[&str] = &[
     r#"permit(principal == Client::"bob", action == Action::"call_tool", resource == Tool::"gh_add");"#,
     r#"permit(principal, action == Action::"get_prompt", resource == Prompt::"gh_open");"#,
 ];
+
+/// A gateway in front of the backend `gh` at `url`, authenticating callers of
+/// `issuer` and authorizing them with `policies`; `extra`: more top-level YAML.
+async fn cedar_gateway(url: &str, issuer: &str, policies: &[&str], extra: &str) -> Vmcp {
+    let policies: Vec<String> = policies.iter().map(|p| format!("      - '{p}'")).collect();
+    Vmcp::start(config(&format!(
+        "backends: [{{name: gh, url: '{url}'}}]\n{extra}\
+         incomingAuth:\n  type: oidc\n  oidc: {{issuer: '{issuer}', audience: vmcp}}\n  \
+         authz:\n    type: cedar\n    policies:\n{}\n",
+        policies.join("\n")
+    )))
+    .await
+    .expect("gateway starts")
+}
 
 /// Every page of `method` through `request` (which sends the params), the replies
 /// in order; a cursor is followed until the last page.
@@ -97,35 +110,27 @@ async fn filtered_lists_on_the_fast_path_are_the_handlers() {
     spec.resources = vec!["demo://gh/readme".into(), "demo://gh/private".into()];
     spec.templates = vec!["demo://gh/items/{id}".into()];
     let backend = spawn(spec, 0).await.unwrap();
-    let policies: Vec<String> = POLICIES.iter().map(|p| format!("      - '{p}'")).collect();
-    let vmcp = Vmcp::start(config(&format!(
-        "backends: [{{name: gh, url: '{}'}}]\n\
-         aggregation: {{pageSize: 2}}\n\
-         incomingAuth:\n  type: oidc\n  oidc: {{issuer: '{}', audience: vmcp}}\n  \
-         authz:\n    type: cedar\n    policies:\n{}\n",
-        backend.url(),
-        idp.issuer,
-        policies.join("\n")
-    )))
-    .await
-    .expect("gateway starts");
-    let fast = vmcp.service();
-    let slow = vmcp.service().without_fast_path();
-    let mount = async |service| {
-        let stack = vmcp
-            .stack_around(service, HeaderValidationLayer::new())
-            .expect("stack builds");
-        let (addr, stop) = serve_on_loopback(stack.router()).await;
-        (format!("http://{addr}/mcp"), stop)
-    };
-    let (fast_url, _stop_fast) = mount(fast.clone()).await;
-    let (slow_url, _stop_slow) = mount(slow.clone()).await;
+    let vmcp = cedar_gateway(
+        &backend.url(),
+        &idp.issuer,
+        POLICIES,
+        "aggregation: {pageSize: 2}\n",
+    )
+    .await;
+    let paths = two_stacks(&vmcp).await;
+    let TwoStacks {
+        fast,
+        slow,
+        fast_url,
+        slow_url,
+        ..
+    } = &paths;
 
     let mut views = Vec::new();
     for subject in ["alice", "bob", "carol", "dave"] {
         let token = key.sign(&idp.claims(subject, json!({})));
-        let mut fast_legacy = LegacySession::open(&fast_url, Some(&token)).await;
-        let mut slow_legacy = LegacySession::open(&slow_url, Some(&token)).await;
+        let mut fast_legacy = LegacySession::open(fast_url, Some(&token)).await;
+        let mut slow_legacy = LegacySession::open(slow_url, Some(&token)).await;
         let mut view = Vec::new();
         for (method, field) in LISTS {
             let before = fast.fast_path_answers();
@@ -188,14 +193,14 @@ async fn filtered_lists_on_the_fast_path_are_the_handlers() {
     // answer on both paths.
     let alice = key.sign(&idp.claims("alice", json!({})));
     let carol = key.sign(&idp.claims("carol", json!({})));
-    let first = modern_as(&fast_url, Some(&alice), "tools/list", json!({})).await;
+    let first = modern_as(fast_url, Some(&alice), "tools/list", json!({})).await;
     let cursor = first.body["result"]["nextCursor"]
         .as_str()
         .expect("a second page")
         .to_owned();
     for params in [json!({"cursor": cursor}), json!({"cursor": "not-a-cursor"})] {
-        let f = modern_as(&fast_url, Some(&carol), "tools/list", params.clone()).await;
-        let s = modern_as(&slow_url, Some(&carol), "tools/list", params.clone()).await;
+        let f = modern_as(fast_url, Some(&carol), "tools/list", params.clone()).await;
+        let s = modern_as(slow_url, Some(&carol), "tools/list", params.clone()).await;
         assert_eq!(
             (f.status, &f.raw),
             (s.status, &s.raw),
@@ -219,50 +224,28 @@ async fn the_corpus_answers_alike_for_a_filtered_caller() {
         r#"permit(principal, action == Action::"call_tool", resource == Tool::"gh_echo");"#,
         r#"permit(principal, action == Action::"get_prompt", resource == Prompt::"gh_brief");"#,
     ];
-    let policies: Vec<String> = policies.iter().map(|p| format!("      - '{p}'")).collect();
-    let vmcp = Vmcp::start(config(&format!(
-        "backends: [{{name: gh, url: '{}'}}]\n\
-         incomingAuth:\n  type: oidc\n  oidc: {{issuer: '{}', audience: vmcp}}\n  \
-         authz:\n    type: cedar\n    policies:\n{}\n",
-        backend.url(),
-        idp.issuer,
-        policies.join("\n")
-    )))
-    .await
-    .expect("gateway starts");
-    let fast = vmcp.service();
-    let slow = vmcp.service().without_fast_path();
-    let mount = async |service| {
-        let stack = vmcp
-            .stack_around(service, HeaderValidationLayer::new())
-            .expect("stack builds");
-        let (addr, stop) = serve_on_loopback(stack.router()).await;
-        (format!("http://{addr}/mcp"), stop)
-    };
-    let (fast_url, _stop_fast) = mount(fast.clone()).await;
-    let (slow_url, _stop_slow) = mount(slow.clone()).await;
+    let vmcp = cedar_gateway(&backend.url(), &idp.issuer, &policies, "").await;
+    let paths = two_stacks(&vmcp).await;
+    let TwoStacks {
+        fast,
+        slow,
+        fast_url,
+        slow_url,
+        ..
+    } = &paths;
     let bearer = format!("Bearer {}", key.sign(&idp.claims("carol", json!({}))));
 
     let mut failures = Vec::new();
     let mut cases = 0;
     for mut case in super::edge::corpus() {
         case.headers.push(("authorization", bearer.clone()));
-        let (fast_status, fast_message) = super::edge::send(&fast_url, &case).await;
-        let (slow_status, slow_message) = super::edge::send(&slow_url, &case).await;
-        let class = super::edge::class;
-        if fast_status != slow_status || class(&fast_message) != class(&slow_message) {
-            failures.push(format!(
-                "{}: fast {fast_status} {:?}, rmcp {slow_status} {:?}",
-                case.name,
-                class(&fast_message),
-                class(&slow_message)
-            ));
-        } else if fast_message.get("result").is_some() && fast_message != slow_message {
-            failures.push(format!(
-                "{}: results differ\n  fast: {fast_message}\n  rmcp: {slow_message}",
-                case.name
-            ));
-        }
+        let (fast_status, fast_message) = super::edge::send(fast_url, &case).await;
+        let (slow_status, slow_message) = super::edge::send(slow_url, &case).await;
+        failures.extend(super::edge::mismatch(
+            &case,
+            (fast_status, &fast_message),
+            (slow_status, &slow_message),
+        ));
         cases += 1;
     }
     assert!(cases > 100, "the corpus ran: {cases} cases");

@@ -2,6 +2,8 @@
 //! `oidc-provider` package over HTTPS (CA generated here) is both the incoming
 //! issuer (discovery + JWKS) and the RFC 8693 token endpoint; an in-process rmcp
 //! backend records every request it gets (Authorization, headers, sessions).
+//! Over 600 lines, one idea: every test shares that recording backend and the
+//! provider, and each checks one way a caller's credentials reach a backend.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -582,7 +584,6 @@ async fn eventually_async<F: std::future::Future<Output = bool>>(
 /// on the fast side too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_caller_connections_are_served_on_the_fast_path_as_by_the_handler() {
-    use vmcp_layers::headers::HeaderValidationLayer;
     let ca = TestCa::generate("oidc test CA");
     let idp = OidcProvider::start(
         &ca,
@@ -614,20 +615,14 @@ outgoingAuth:
     )))
     .await
     .expect("gateway starts");
-    let fast = vmcp.service();
-    let slow = vmcp.service().without_fast_path();
-    let mount = async |service| {
-        let stack = vmcp
-            .stack_around(service, HeaderValidationLayer::new())
-            .expect("stack builds");
-        vmcp_tests::serve_on_loopback(stack.router()).await
-    };
-    let (fast_addr, _stop_fast) = mount(fast.clone()).await;
-    let (slow_addr, _stop_slow) = mount(slow.clone()).await;
-    let (fast_url, slow_url) = (
-        format!("http://{fast_addr}/mcp"),
-        format!("http://{slow_addr}/mcp"),
-    );
+    let paths = vmcp_tests::stacked::two_stacks(&vmcp).await;
+    let vmcp_tests::stacked::TwoStacks {
+        fast,
+        slow,
+        fast_url,
+        slow_url,
+        ..
+    } = &paths;
     let alice = idp.caller_token("alice", "alice-pw").await;
     let bob = idp.caller_token("bob", "bob-pw").await;
 
@@ -635,7 +630,7 @@ outgoingAuth:
         let headers = [("X-Tenant", tenant), ("X-Not-Allowed", "1")];
         let before = seen.of(who).len();
         let mut answers = Vec::new();
-        for url in [&fast_url, &slow_url] {
+        for url in [fast_url, slow_url] {
             let served = fast.fast_path_answers();
             let reply = modern_with_headers(
                 url,
@@ -710,7 +705,7 @@ outgoingAuth:
     let served = fast.fast_path_answers();
     // (The same passed-through headers: the same caller connection as before.)
     let reply = modern_with_headers(
-        &fast_url,
+        fast_url,
         Some(&alice),
         &[("X-Tenant", "acme"), ("X-Not-Allowed", "1")],
         "tools/call",

@@ -76,6 +76,28 @@ fn call(id: u64, n: i64) -> Option<serde_json::Value> {
         "params": {"name": "gh_add", "arguments": {"a": n, "b": 1}}}))
 }
 
+/// A call (JSON-RPC id `id`) on each `(replica, session)` of `held` is answered
+/// 200; `what` names the moment in the message.
+async fn each_held_answers(
+    set: &Replicas,
+    token: &str,
+    held: &[(usize, String)],
+    id: u64,
+    what: &str,
+) {
+    for (i, session) in held {
+        let (status, text, _) = raw(
+            Method::POST,
+            &set.url(*i),
+            token,
+            Some(session),
+            call(id, 1),
+        )
+        .await;
+        assert_eq!(status, 200, "{what} (replica {i}): {text}");
+    }
+}
+
 struct Replicas {
     _idp: Idp,
     key: SigningKey,
@@ -316,17 +338,7 @@ async fn sessions_outlive_a_redis_outage_and_catch_up_after() {
         (503, 503),
         "not ready while the shared store is down"
     );
-    for (i, session) in &held {
-        let (status, text, _) = raw(
-            Method::POST,
-            &set.url(*i),
-            &alice,
-            Some(session),
-            call(1, 1),
-        )
-        .await;
-        assert_eq!(status, 200, "a held session while Redis is down: {text}");
-    }
+    each_held_answers(&set, &alice, &held, 1, "a held session while Redis is down").await;
     let local = open(&set.url(0), &alice).await;
     let (status, text, _) = raw(Method::POST, &set.url(0), &alice, Some(&local), call(2, 1)).await;
     assert_eq!(status, 200, "a new, local-only session: {text}");
@@ -384,16 +396,6 @@ async fn sessions_outlive_a_redis_outage_and_catch_up_after() {
     );
     let (status, text, _) = raw(Method::POST, &set.url(1), &alice, Some(&local), call(3, 1)).await;
     assert_eq!(status, 200, "restored on the other replica: {text}");
-    for (i, session) in &held {
-        let (status, text, _) = raw(
-            Method::POST,
-            &set.url(*i),
-            &alice,
-            Some(session),
-            call(4, 1),
-        )
-        .await;
-        assert_eq!(status, 200, "a held session after the outage: {text}");
-    }
+    each_held_answers(&set, &alice, &held, 4, "a held session after the outage").await;
     assert_eq!(panics.since(), 0, "no panic through the outage");
 }

@@ -57,6 +57,51 @@ pub async fn stacked_gateway(config: VmcpConfig) -> StackedGateway {
     }
 }
 
+/// One gateway behind the full layer stack twice, each on loopback: around
+/// `Vmcp::service()` and around `without_fast_path()`, to compare the two paths
+/// behind the same layers. Stopped on drop.
+pub struct TwoStacks {
+    /// The service with the fast path (its `fast_path_answers` counts).
+    pub fast: vmcp_service::VmcpService,
+    /// The service answering everything with rmcp.
+    pub slow: vmcp_service::VmcpService,
+    /// The MCP endpoint of the stack around `fast`.
+    pub fast_url: String,
+    /// The MCP endpoint of the stack around `slow`.
+    pub slow_url: String,
+    stops: [CancellationToken; 2],
+}
+
+impl Drop for TwoStacks {
+    fn drop(&mut self) {
+        for stop in &self.stops {
+            stop.cancel();
+        }
+    }
+}
+
+/// [`TwoStacks`] of `vmcp`.
+pub async fn two_stacks(vmcp: &Vmcp) -> TwoStacks {
+    let fast = vmcp.service();
+    let slow = vmcp.service().without_fast_path();
+    let mount = async |service| {
+        let stack = vmcp
+            .stack_around(service, HeaderValidationLayer::new())
+            .expect("stack builds");
+        let (addr, stop) = crate::serve_on_loopback(stack.router()).await;
+        (format!("http://{addr}/mcp"), stop)
+    };
+    let (fast_url, stop_fast) = mount(fast.clone()).await;
+    let (slow_url, stop_slow) = mount(slow.clone()).await;
+    TwoStacks {
+        fast,
+        slow,
+        fast_url,
+        slow_url,
+        stops: [stop_fast, stop_slow],
+    }
+}
+
 /// What one raw request got back.
 #[derive(Debug)]
 pub struct Reply {

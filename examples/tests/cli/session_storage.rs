@@ -5,6 +5,7 @@
 //! default roots, of which the platform store is one), a session's record is written as the ACL user, and a wrong
 //! password leaves the replica not ready without the password in its log.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -56,28 +57,35 @@ async fn rediss_with_an_acl_user_from_the_environment() {
     })
     .await;
     let backend = spawn(DemoSpec::new("alpha", &["add"]), 0).await.unwrap();
-    let config = dir.join("vmcp.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "backends: [{{name: alpha, url: '{}'}}]\n\
-             sessionStorage: {{provider: redis, address: '{}', caBundlePath: '{}', keyPrefix: 'ss:'}}\n",
-            backend.url(),
-            redis.address(),
-            ca.ca_file().display()
-        ),
-    )
-    .unwrap();
-    let serve = |password: &str, log: &str| {
+    // A configuration `name` on this Redis, with `caBundlePath: bundle` if any.
+    let write = |name: &str, bundle: Option<PathBuf>| {
+        let path = dir.join(name);
+        let bundle = bundle.map_or(String::new(), |b| {
+            format!("caBundlePath: '{}', ", b.display())
+        });
+        std::fs::write(
+            &path,
+            format!(
+                "backends: [{{name: alpha, url: '{}'}}]\n\
+                 sessionStorage: {{provider: redis, address: '{}', {bundle}keyPrefix: 'ss:'}}\n",
+                backend.url(),
+                redis.address(),
+            ),
+        )
+        .unwrap();
+        path
+    };
+    // `vmcp serve` of `config` with the Redis password `password`, logging to `log`.
+    let serve = |config: &Path, password: &str, log: &str| {
         Serve::new()
-            .config(&config)
+            .config(config)
             .env("VMCP_SESSION_REDIS_PASSWORD", password)
             .stderr_to(dir.join(log))
-            .start()
     };
+    let config = write("vmcp.yaml", Some(ca.ca_file()));
 
     // The ACL user: ready, and a session's record is written by that user.
-    let acl = serve("vmcp:acl-secret", "acl.log").await;
+    let acl = serve(&config, "vmcp:acl-secret", "acl.log").start().await;
     until_readyz(&acl, (200, "")).await;
     let response = reqwest::Client::new()
         .post(acl.url())
@@ -118,31 +126,15 @@ async fn rediss_with_an_acl_user_from_the_environment() {
     // include the platform store: through SSL_CERT_FILE it is, and vmcp is ready;
     // with the platform store left alone it is not (a private CA is trusted only
     // where it is configured).
-    let no_bundle = dir.join("no-bundle.yaml");
-    std::fs::write(
-        &no_bundle,
-        format!(
-            "backends: [{{name: alpha, url: '{}'}}]\n\
-             sessionStorage: {{provider: redis, address: '{}', keyPrefix: 'ss:'}}\n",
-            backend.url(),
-            redis.address()
-        ),
-    )
-    .unwrap();
-    let platform = Serve::new()
-        .config(&no_bundle)
-        .env("VMCP_SESSION_REDIS_PASSWORD", "vmcp:acl-secret")
+    let no_bundle = write("no-bundle.yaml", None);
+    let platform = serve(&no_bundle, "vmcp:acl-secret", "platform.log")
         .env("SSL_CERT_FILE", ca.ca_file())
-        .stderr_to(dir.join("platform.log"))
         .start()
         .await;
     until_readyz(&platform, (200, "")).await;
-    let untrusted = Serve::new()
-        .config(&no_bundle)
-        .env("VMCP_SESSION_REDIS_PASSWORD", "vmcp:acl-secret")
+    let untrusted = serve(&no_bundle, "vmcp:acl-secret", "untrusted.log")
         .env_remove("SSL_CERT_FILE")
         .env_remove("SSL_CERT_DIR")
-        .stderr_to(dir.join("untrusted.log"))
         .start()
         .await;
     until_readyz(&untrusted, (503, "session_storage_unavailable")).await;
@@ -150,33 +142,23 @@ async fn rediss_with_an_acl_user_from_the_environment() {
     // caBundlePath adds to the defaults, it does not replace them: a bundle of
     // another CA, with the server's CA in the platform store, is ready too.
     let other = TestCa::generate("an unrelated CA");
-    let added = dir.join("added.yaml");
-    std::fs::write(
-        &added,
-        format!(
-            "backends: [{{name: alpha, url: '{}'}}]\n\
-             sessionStorage: {{provider: redis, address: '{}', caBundlePath: '{}', keyPrefix: 'ss:'}}\n",
-            backend.url(),
-            redis.address(),
-            other.ca_file().display()
-        ),
-    )
-    .unwrap();
-    let both = Serve::new()
-        .config(&added)
-        .env("VMCP_SESSION_REDIS_PASSWORD", "vmcp:acl-secret")
+    let added = write("added.yaml", Some(other.ca_file()));
+    let both = serve(&added, "vmcp:acl-secret", "both.log")
         .env("SSL_CERT_FILE", ca.ca_file())
-        .stderr_to(dir.join("both.log"))
         .start()
         .await;
     until_readyz(&both, (200, "")).await;
 
     // A bare password is the default user's.
-    let default_user = serve("default-secret", "default.log").await;
+    let default_user = serve(&config, "default-secret", "default.log")
+        .start()
+        .await;
     until_readyz(&default_user, (200, "")).await;
 
     // A wrong password: not ready, and the password is not in the log.
-    let wrong = serve(&format!("vmcp:{NEVER_LOGGED}"), "wrong.log").await;
+    let wrong = serve(&config, &format!("vmcp:{NEVER_LOGGED}"), "wrong.log")
+        .start()
+        .await;
     until_readyz(&wrong, (503, "session_storage_unavailable")).await;
     let status = reqwest::get(wrong.at("/status"))
         .await
