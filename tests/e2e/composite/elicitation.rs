@@ -2,6 +2,7 @@
 //! answers them over its 2025-11-25 session and through 2026-07-28 `input_required`
 //! rounds; `onDecline`; a `requestState` the gateway did not seal for this call.
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 use vmcp_tests::stacked::modern_as;
 use vmcp_tests::workflow::FlowBackend;
@@ -168,7 +169,15 @@ async fn a_request_state_not_sealed_for_this_call_is_one_invalid_params() {
         "Who gets the hey?"
     );
     let state = result["requestState"].as_str().unwrap().to_owned();
-    assert!(!state.contains("hey"), "the state is sealed, not readable");
+    // Sealed, not readable: the greeting appears nowhere in the decoded
+    // bytes (the base64 text itself may spell "hey" by chance).
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&state)
+        .expect("the state is base64url");
+    assert!(
+        !raw.windows(3).any(|w| w == b"hey"),
+        "the state is sealed, not readable"
+    );
     let accept = json!({"ask": {"action": "accept", "content": {"name": "Bo"}}});
 
     let mut tampered = state.clone().into_bytes();
