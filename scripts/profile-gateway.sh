@@ -17,6 +17,11 @@
 # VMCP_PROFILE_RATE_LIMIT=1 to serve with the memory rate limiter on (`serve-gateway
 # --rate-limit`: three buckets per tools/call, never exhausted); the difference to a
 # run without it is the limiter's cost per request.
+#
+# VMCP_PROFILE_TOOL picks what is counted, the same way (two runs, the difference):
+#   callgrind (default)  instructions per request
+#   dhat                 heap allocations and bytes allocated per request (valgrind's DHAT)
+#   strace               system calls per request, in total and per call (strace -f -c)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +35,12 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 OUT="${VMCP_PROFILE_OUT:-$TARGET/profile}"
 BENCH="${VMCP_BENCH_BIN:-$TARGET/release/vmcp-bench}"
 
-command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; }
+TOOL="${VMCP_PROFILE_TOOL:-callgrind}"
+case "$TOOL" in
+  callgrind|dhat) command -v valgrind >/dev/null || { echo "valgrind is required (apt-get install valgrind)" >&2; exit 1; } ;;
+  strace) command -v strace >/dev/null || { echo "strace is required (apt-get install strace)" >&2; exit 1; } ;;
+  *) echo "VMCP_PROFILE_TOOL: callgrind|dhat|strace" >&2; exit 2 ;;
+esac
 case "$REVISION" in legacy) rev_flag=(--legacy) ;; modern) rev_flag=() ;; *) echo "revision: legacy|modern" >&2; exit 2 ;; esac
 case "$OP" in call) op_flag=() ;; list) op_flag=(--list) ;; *) echo "op: call|list" >&2; exit 2 ;; esac
 case "$VARIANT" in bare) stack_flag=() ;; stack) stack_flag=(--stack) ;; *) echo "variant: bare|stack" >&2; exit 2 ;; esac
@@ -48,10 +58,18 @@ source "$ROOT/scripts/bench-procs.sh"
 pids+=("$!")
 backend_url="$(wait_url "$OUT/backend.log" "$!")"
 
-# measure N: Ir of a gateway that served N requests.
+# measure N: what TOOL counted in a gateway that served N requests: its instructions
+# (callgrind), "BLOCKS BYTES" allocated (dhat), or the path of its strace -c table.
 measure() {
-  local n="$1" file="$OUT/callgrind.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$1.out"
-  valgrind --tool=callgrind --callgrind-out-file="$file" "$BENCH" serve-gateway "$backend_url" \
+  local n="$1" base="$OUT/$TOOL.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$1"
+  local file="$base.out"
+  local runner=()
+  case "$TOOL" in
+    callgrind) runner=(valgrind --tool=callgrind --callgrind-out-file="$file") ;;
+    dhat) runner=(valgrind --tool=dhat --dhat-out-file="$file") ;;
+    strace) runner=(strace -f -c -o "$file") ;;
+  esac
+  "${runner[@]}" "$BENCH" serve-gateway "$backend_url" \
     "${stack_flag[@]}" "${limit_flag[@]}" >"$OUT/gateway-$n.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
@@ -63,8 +81,21 @@ measure() {
   fi
   "$BENCH" drive "$url" bench_echo "${rev_flag[@]}" "${op_flag[@]}" "${bearer_flag[@]}" \
     --requests "$n" >&2
-  kill -TERM "$pid"
+  if [ "$TOOL" = strace ]; then
+    # The gateway, not strace: strace detaches on SIGTERM and would leave it running.
+    pkill -TERM -P "$pid"
+  else
+    kill -TERM "$pid"
+  fi
   wait "$pid" || true
+  case "$TOOL" in
+    dhat)
+      # "==PID== Total:     1,234 bytes in 56 blocks"
+      sed -n 's/^==[0-9]*== Total: *\([0-9,]*\) bytes in \([0-9,]*\) blocks.*/\2 \1/p' \
+        "$OUT/gateway-$n.log" | tr -d , | head -n 1
+      return ;;
+    strace) echo "$file"; return ;;
+  esac
   local total
   total="$(grep -m1 '^summary:\|^totals:' "$file" | awk '{print $2}')"
   if [ "$VARIANT" = stack ]; then
@@ -82,8 +113,36 @@ measure() {
   echo "$total"
 }
 
-base_ir="$(measure "$BASE")"
-full_ir="$(measure "$((BASE + REQUESTS))")"
-per_request=$(( (full_ir - base_ir) / REQUESTS ))
-echo "gateway ($VARIANT${limit_flag:+, rate-limited}) $REVISION tools/$OP: $per_request instructions per request (callgrind; $REQUESTS requests)"
-echo "profile: callgrind_annotate --inclusive=yes $OUT/callgrind.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$((BASE + REQUESTS)).out"
+# syscalls TABLE: "NAME CALLS" per line of an strace -c table.
+syscalls() {
+  awk '$NF != "total" && $1 ~ /^[0-9.]+$/ && NF >= 5 { print $NF, $4 }' "$1"
+}
+
+label="gateway ($VARIANT${limit_flag:+, rate-limited}) $REVISION tools/$OP"
+base_out="$(measure "$BASE")"
+full_out="$(measure "$((BASE + REQUESTS))")"
+case "$TOOL" in
+  callgrind)
+    per_request=$(( (full_out - base_out) / REQUESTS ))
+    echo "$label: $per_request instructions per request (callgrind; $REQUESTS requests)"
+    echo "profile: callgrind_annotate --inclusive=yes $OUT/callgrind.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$((BASE + REQUESTS)).out"
+    ;;
+  dhat)
+    read -r base_blocks base_bytes <<<"$base_out"
+    read -r full_blocks full_bytes <<<"$full_out"
+    [ -n "${base_blocks:-}" ] && [ -n "${full_blocks:-}" ] || { echo "no DHAT total in the gateway's log" >&2; exit 1; }
+    awk -v b="$base_blocks" -v f="$full_blocks" -v bb="$base_bytes" -v fb="$full_bytes" -v n="$REQUESTS" -v l="$label" \
+      'BEGIN { printf "%s: %.1f allocations, %.0f bytes allocated per request (dhat; %d requests)\n", l, (f-b)/n, (fb-bb)/n, n }'
+    ;;
+  strace)
+    # Per system call, the calls of the longer run minus the shorter one's, per request.
+    join -a 1 -a 2 -e 0 -o 0,1.2,2.2 <(syscalls "$base_out" | sort) <(syscalls "$full_out" | sort) |
+      awk -v n="$REQUESTS" -v l="$label" '
+        { d = ($3 - $2) / n; if (d >= 0.05) { rows[$1] = d }; total += $3 - $2 }
+        END {
+          printf "%s: %.2f system calls per request (strace -f -c; %d requests)\n", l, total / n, n
+          for (s in rows) printf "  %-16s %.2f\n", s, rows[s]
+        }' | { IFS= read -r head; echo "$head"; sort -k2 -rn; }
+    echo "tables: $base_out $full_out"
+    ;;
+esac
