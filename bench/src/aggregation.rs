@@ -31,7 +31,7 @@ pub async fn run(args: &Args, bk: &Handle, gw: &Handle) -> anyhow::Result<()> {
         yaml.push_str(&format!("  - name: b{i:02}\n    url: {}\n", backend.url()));
     }
     let started = Instant::now();
-    let (gateway, _) = start_gateway(gw, config(&yaml)?, false)
+    let (gateway, _) = start_gateway(gw, config(&yaml)?, crate::gateway::Layers::Bare)
         .await?
         .map_err(anyhow::Error::msg)?;
     let cold = started.elapsed();

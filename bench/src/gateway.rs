@@ -1,5 +1,5 @@
-//! Starting and stopping the gateway under test: the bare aggregating service (b) or
-//! the full layer stack (c), served on loopback in the gateway runtime, and the
+//! Starting and stopping the gateway under test: the bare aggregating service (b),
+//! the full layer stack (c) or that stack without Cedar (u), served on loopback in the gateway runtime, and the
 //! configurations the benchmark gives it.
 
 use std::net::SocketAddr;
@@ -27,28 +27,39 @@ impl Gateway {
     }
 }
 
-/// Start a gateway for `config`, bare (b) or with the full stack (c); for (c), also
-/// what [`stack::full_stack`] wired. `Err` with the reason when (c) cannot be built.
+/// What is in front of the aggregating service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layers {
+    /// Nothing: the bare service (b).
+    Bare,
+    /// The full stack (c).
+    Full,
+    /// The full stack without Cedar (u): what a filtered list is compared with.
+    WithoutCedar,
+}
+
+/// Start a gateway for `config` behind `layers`; with a stack, also what
+/// [`stack::full_stack`] wired. `Err` with the reason when the stack cannot be built.
 pub async fn start_gateway(
     gw: &Handle,
     config: VmcpConfig,
-    layered: bool,
+    layers: Layers,
 ) -> anyhow::Result<Result<(Gateway, Option<Stack>), String>> {
     gw.spawn(async move {
         let vmcp = Arc::new(Vmcp::start(config).await?);
-        let (app, stack) = if layered {
-            match stack::full_stack(&vmcp) {
+        let (app, stack) = if layers == Layers::Bare {
+            (
+                axum::Router::new().nest_service("/mcp", service(&vmcp)),
+                None,
+            )
+        } else {
+            match stack::full_stack(&vmcp, layers == Layers::Full) {
                 Ok(stack) => (stack.router.clone(), Some(stack)),
                 Err(reason) => {
                     vmcp.shutdown().await;
                     return Ok(Err(reason));
                 }
             }
-        } else {
-            (
-                axum::Router::new().nest_service("/mcp", service(&vmcp)),
-                None,
-            )
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

@@ -15,7 +15,8 @@
 //! (`Vmcp::service()` mounted in axum), (c) through the full layer stack (see
 //! `stack.rs`). Reported: requests/s, p50/p90/p99 latency, CPU per request of the
 //! client, gateway and backend threads, peak RSS of the process, and the ratios
-//! (b)/(a) and (c)/(a). Then: memory per idle Legacy session, aggregation time for
+//! (b)/(a) and (c)/(a); (u), the stack of (c) without Cedar, on lists only, and the
+//! ratio (c)/(u). Then: memory per idle Legacy session, aggregation time for
 //! 50 backends × 100 tools, and `tools/list` latency over the 5,000 aggregated tools.
 //!
 //! Knobs for experiments: `VMCP_BENCH_GATEWAY_WORKERS` / `VMCP_BENCH_BACKEND_WORKERS`
@@ -53,7 +54,7 @@ use tokio::runtime::Handle;
 
 use cli::{Args, Mode};
 use client::Target;
-use gateway::{composite_config, exchange_config, single_backend_config, start_gateway};
+use gateway::{Layers, composite_config, exchange_config, single_backend_config, start_gateway};
 
 const BACKEND_THREADS: &str = "bench-backend";
 const GATEWAY_THREADS: &str = "bench-gateway";
@@ -126,7 +127,7 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
         tool: "echo".into(),
         extra_headers: HeaderMap::new(),
     };
-    let (bare, _) = start_gateway(&gw, single_backend_config(&backend.url())?, false)
+    let (bare, _) = start_gateway(&gw, single_backend_config(&backend.url())?, Layers::Bare)
         .await?
         .map_err(anyhow::Error::msg)?;
     let through_bare = Target {
@@ -134,7 +135,13 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
         tool: "bench_echo".into(),
         extra_headers: HeaderMap::new(),
     };
-    let layered = start_gateway(&gw, single_backend_config(&backend.url())?, true).await?;
+    let layered = start_gateway(&gw, single_backend_config(&backend.url())?, Layers::Full).await?;
+    let unfiltered = start_gateway(
+        &gw,
+        single_backend_config(&backend.url())?,
+        Layers::WithoutCedar,
+    )
+    .await?;
 
     let mut variants: Vec<(char, Target)> =
         vec![('a', direct.clone()), ('b', through_bare.clone())];
@@ -152,12 +159,23 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
         }
         Err(reason) => Some(reason.clone()),
     };
+    // (u): (c) without Cedar, for lists: (c)/(u) is what filtering by view costs.
+    if let Ok((gateway, Some(stack))) = &unfiltered {
+        variants.push((
+            'u',
+            Target {
+                addr: gateway.addr,
+                tool: "bench_echo".into(),
+                extra_headers: stack.headers.clone(),
+            },
+        ));
+    }
     // (x): (c) whose backend takes exchanged tokens; (w): (b) with a 3-step composite.
     let token_endpoint = bk.spawn(token_endpoint::spawn()).await??;
     let exchanging = start_gateway(
         &gw,
         exchange_config(&backend.url(), &token_endpoint.url())?,
-        true,
+        Layers::Full,
     )
     .await?;
     if let Ok((gateway, Some(stack))) = &exchanging {
@@ -170,7 +188,7 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
         stack::check(&target, &stack.outsider_headers, BACKEND_TOOLS).await?;
         variants.push(('x', target));
     }
-    let (composite, _) = start_gateway(&gw, composite_config(&backend.url())?, false)
+    let (composite, _) = start_gateway(&gw, composite_config(&backend.url())?, Layers::Bare)
         .await?
         .map_err(anyhow::Error::msg)?;
     variants.push((
@@ -188,7 +206,7 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
     if let Ok((_, Some(stack))) = &layered {
         report::layered(stack);
     }
-    let misses = report::ratios(&rows, layered_reason.as_deref());
+    let mut misses = report::ratios(&rows, layered_reason.as_deref());
     report::client_share(&rows);
     let grants = exchanging.is_ok().then(|| {
         let grants = &token_endpoint.grants;
@@ -201,11 +219,13 @@ async fn run(args: Args, bk: Handle, gw: Handle) -> anyhow::Result<()> {
     });
     report::exchange(&rows, grants);
     report::composite(&rows);
+    misses.extend(report::filtered(&rows));
 
     for gateway in [
         Some(bare),
         Some(composite),
         layered.ok().map(|(g, _)| g),
+        unfiltered.ok().map(|(g, _)| g),
         exchanging.ok().map(|(g, _)| g),
     ]
     .into_iter()

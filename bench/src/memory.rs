@@ -80,9 +80,13 @@ pub async fn session_probe(
                 backend.url(),
                 args.sessions + 1000
             );
-            let (gateway, _) = start_gateway(gw, crate::gateway::config(&yaml)?, false)
-                .await?
-                .map_err(anyhow::Error::msg)?;
+            let (gateway, _) = start_gateway(
+                gw,
+                crate::gateway::config(&yaml)?,
+                crate::gateway::Layers::Bare,
+            )
+            .await?
+            .map_err(anyhow::Error::msg)?;
             let target = Target {
                 addr: gateway.addr,
                 tool: "bench_echo".into(),

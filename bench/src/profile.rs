@@ -77,7 +77,11 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
                     rate_limit,
                     extra.as_deref(),
                 )?,
-                stack,
+                if stack {
+                    crate::gateway::Layers::Full
+                } else {
+                    crate::gateway::Layers::Bare
+                },
             )
             .await?
             .map_err(anyhow::Error::msg)?;

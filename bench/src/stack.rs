@@ -23,6 +23,9 @@
 //! - the layers the builder adds with these: recovery, header validation, discovery
 //!   (the aggregator's catalog as the caller's view), tool annotations, backend
 //!   enrichment (the audit record's backend) and the gate.
+//!
+//! Variant (u) is the same stack without the authorizer, measured on `tools/list`
+//! only: (c)/(u) is what filtering a list by the caller's view costs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,8 +112,9 @@ fn bearer(token: &str) -> Result<HeaderMap, String> {
     Ok(HeaderMap::from_iter([(AUTHORIZATION, value)]))
 }
 
-/// Build variant (c) around `vmcp`, or say why it cannot be built.
-pub fn full_stack(vmcp: &Vmcp) -> Result<Stack, String> {
+/// Build variant (c) around `vmcp`, or without `cedar` variant (u) (the same stack,
+/// every request admitted, lists unfiltered), or say why it cannot be built.
+pub fn full_stack(vmcp: &Vmcp, cedar: bool) -> Result<Stack, String> {
     let issuer = Issuer::generate("vmcp-bench-1")?;
     let validator = JwtValidator::with_keys(JwtSettings::new(ISSUER, AUDIENCE), &issuer.jwks()?);
     let token = issuer.token("alice", &["engineering"], TOKEN_LIFETIME_SECS)?;
@@ -134,9 +138,11 @@ pub fn full_stack(vmcp: &Vmcp) -> Result<Stack, String> {
         file,
     };
 
-    let stack = StackBuilder::new()
-        .auth(AuthLayer::jwt(Arc::new(validator), None))
-        .authorizer(Arc::new(authorizer))
+    let mut builder = StackBuilder::new().auth(AuthLayer::jwt(Arc::new(validator), None));
+    if cedar {
+        builder = builder.authorizer(Arc::new(authorizer));
+    }
+    let stack = builder
         .audit(AuditLayer::new(AuditSettings::default(), Arc::new(sink)))
         .provider(Arc::new(CatalogProvider(vmcp.aggregator().clone())))
         .build(crate::gateway::service(vmcp));

@@ -147,6 +147,8 @@ impl Samples {
 /// Variants measured on `tools/call` only: (w) calls a composite, and (x) lists
 /// exactly as (c) does (lists never exchange tokens).
 const CALL_ONLY: [char; 2] = ['w', 'x'];
+/// Variants measured on `tools/list` only: (u), the unfiltered list (c) is compared with.
+const LIST_ONLY: [char; 1] = ['u'];
 
 /// Every row, for Legacy then Modern, `tools/call` then `tools/list`, 1 then 8
 /// clients, for each of `variants` whose label `--only` selects; each row is
@@ -159,6 +161,7 @@ pub async fn measure(variants: &[(char, Target)], args: &Args) -> anyhow::Result
                 let selected: Vec<&(char, Target)> = variants
                     .iter()
                     .filter(|(variant, _)| op == Op::Call || !CALL_ONLY.contains(variant))
+                    .filter(|(variant, _)| op == Op::List || !LIST_ONLY.contains(variant))
                     .filter(|(variant, _)| {
                         let label =
                             format!("{variant}:{}:{}:{clients}", revision.label(), op.label());
