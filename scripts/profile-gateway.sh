@@ -61,8 +61,7 @@ backend_url="$(wait_url "$OUT/backend.log" "$!")"
 # measure N: what TOOL counted in a gateway that served N requests: its instructions
 # (callgrind), "BLOCKS BYTES" allocated (dhat), or the path of its strace -c table.
 measure() {
-  local n="$1" base="$OUT/$TOOL.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$1"
-  local file="$base.out"
+  local n="$1" file="$OUT/$TOOL.$VARIANT${limit_flag:+-rl}-$REVISION-$OP-$1.out"
   local runner=()
   case "$TOOL" in
     callgrind) runner=(valgrind --tool=callgrind --callgrind-out-file="$file") ;;

@@ -1,6 +1,6 @@
 //! Starting and stopping the gateway under test: the bare aggregating service (b),
-//! the full layer stack (c) or that stack without Cedar (u), served on loopback in the gateway runtime, and the
-//! configurations the benchmark gives it.
+//! the full layer stack (c) or that stack without Cedar (u), served on loopback in
+//! the gateway runtime, and the configurations the benchmark gives it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -331,7 +331,6 @@ pub fn composite(rows: &[Row]) {
     println!();
 }
 
-/// Call `f` for every `tools/call` row of `variant` that has a `base` row alike.
 /// Filtering a list by the caller's view: (c), the stack with Cedar, against (u), the
 /// same stack without it, on `tools/list`; a miss when the median paired ratio is
 /// under 0.9 (issue 30).
@@ -387,6 +386,7 @@ pub fn filtered(rows: &[Row]) -> Vec<String> {
     misses
 }
 
+/// Call `f` for every `tools/call` row of `variant` that has a `base` row alike.
 fn for_pairs(
     rows: &[Row],
     variant: char,
