@@ -276,7 +276,7 @@ pub fn exchange(rows: &[Row], grants: Option<(u64, u64)>) {
         "| revision | clients | (x) req/s | (c) req/s | (x)/(c) | (x) − (c) p50 µs | gateway CPU µs/call (c) | (x) | (x) − (c) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|");
-    for_pairs(rows, 'x', 'c', |revision, clients, x, c| {
+    for_pairs(rows, 'x', 'c', Op::Call, |revision, clients, x, c| {
         println!(
             "| {} | {clients} | {:.0} | {:.0} | {:.2} | {:.0} | {:.1} | {:.1} | {:+.1} |",
             revision.label(),
@@ -309,7 +309,7 @@ pub fn composite(rows: &[Row]) {
         "| revision | clients | (w) req/s | (w) p50 µs | 3 × (a) p50 µs | overhead p50 µs | 3 × (b) p50 µs | gateway CPU µs (w) | 3 × (b) | backend CPU µs (w) | 3 × (a) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
-    for_pairs(rows, 'w', 'a', |revision, clients, w, a| {
+    for_pairs(rows, 'w', 'a', Op::Call, |revision, clients, w, a| {
         let b = rows.iter().find(|r| {
             r.variant == 'b' && r.revision == revision && r.op == Op::Call && r.clients == clients
         });
@@ -336,21 +336,7 @@ pub fn composite(rows: &[Row]) {
 /// under 0.9 (issue 30).
 pub fn filtered(rows: &[Row]) -> Vec<String> {
     let mut misses = Vec::new();
-    let pairs: Vec<(&Row, &Row)> = rows
-        .iter()
-        .filter(|r| r.variant == 'c' && r.op == Op::List)
-        .filter_map(|c| {
-            rows.iter()
-                .find(|u| {
-                    u.variant == 'u'
-                        && u.op == Op::List
-                        && u.revision == c.revision
-                        && u.clients == c.clients
-                })
-                .map(|u| (c, u))
-        })
-        .collect();
-    if pairs.is_empty() {
+    if !rows.iter().any(|r| r.variant == 'u') {
         return misses;
     }
     println!("## Filtered lists: (c) against (u)");
@@ -361,13 +347,12 @@ pub fn filtered(rows: &[Row]) -> Vec<String> {
     println!();
     println!("| revision | clients | (c) req/s | (u) req/s | (c)/(u) | (c) − (u) p50 µs |");
     println!("|---|---|---|---|---|---|");
-    for (c, u) in pairs {
+    for_pairs(rows, 'c', 'u', Op::List, |revision, clients, c, u| {
         let ratio = paired(c, u, |i| c.rps_rounds[i] / u.rps_rounds[i]);
         let p50 = paired(c, u, |i| c.p50_rounds[i] - u.p50_rounds[i]);
         println!(
-            "| {} | {} | {:.0} | {:.0} | {} | {} |",
-            c.revision.label(),
-            c.clients,
+            "| {} | {clients} | {:.0} | {:.0} | {} | {} |",
+            revision.label(),
             c.rps,
             u.rps,
             ratio.show(2),
@@ -375,32 +360,29 @@ pub fn filtered(rows: &[Row]) -> Vec<String> {
         );
         if ratio.median < 0.9 {
             misses.push(format!(
-                "{} tools/list x{}: (c)/(u) median throughput {:.2} < 0.9",
-                c.revision.label(),
-                c.clients,
+                "{} tools/list x{clients}: (c)/(u) median throughput {:.2} < 0.9",
+                revision.label(),
                 ratio.median
             ));
         }
-    }
+    });
     println!();
     misses
 }
 
-/// Call `f` for every `tools/call` row of `variant` that has a `base` row alike.
+/// Call `f` for every `op` row of `variant` that has a `base` row alike.
 fn for_pairs(
     rows: &[Row],
     variant: char,
     base: char,
+    op: Op,
     mut f: impl FnMut(Revision, usize, &Row, &Row),
 ) {
-    for row in rows
-        .iter()
-        .filter(|r| r.variant == variant && r.op == Op::Call)
-    {
+    for row in rows.iter().filter(|r| r.variant == variant && r.op == op) {
         if let Some(other) = rows.iter().find(|r| {
             r.variant == base
                 && r.revision == row.revision
-                && r.op == Op::Call
+                && r.op == op
                 && r.clients == row.clients
         }) {
             f(row.revision, row.clients, row, other);
