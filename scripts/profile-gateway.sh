@@ -16,7 +16,9 @@
 # VMCP_PROFILE_OUT to keep the profiles elsewhere (to run two at once). Set
 # VMCP_PROFILE_RATE_LIMIT=1 to serve with the memory rate limiter on (`serve-gateway
 # --rate-limit`: three buckets per tools/call, never exhausted); the difference to a
-# run without it is the limiter's cost per request.
+# run without it is the limiter's cost per request. Set VMCP_PROFILE_ARGUMENTS to a JSON
+# object to call with it instead of `{"text":"hello"}` (a large one shows what the
+# arguments cost).
 #
 # VMCP_PROFILE_TOOL picks what is counted, the same way (two runs, the difference):
 #   callgrind (default)  instructions per request
@@ -46,6 +48,8 @@ case "$OP" in call) op_flag=() ;; list) op_flag=(--list) ;; *) echo "op: call|li
 case "$VARIANT" in bare) stack_flag=() ;; stack) stack_flag=(--stack) ;; *) echo "variant: bare|stack" >&2; exit 2 ;; esac
 limit_flag=()
 [ "${VMCP_PROFILE_RATE_LIMIT:-0}" = 1 ] && limit_flag=(--rate-limit)
+arguments_flag=()
+[ -n "${VMCP_PROFILE_ARGUMENTS:-}" ] && arguments_flag=(--arguments "$VMCP_PROFILE_ARGUMENTS")
 
 # VMCP_BENCH_BIN: profile that binary as it is (e.g. a copy built before a change).
 [ -n "${VMCP_BENCH_BIN:-}" ] || cargo build --quiet --release -p vmcp-bench
@@ -79,7 +83,7 @@ measure() {
     bearer_flag=(--bearer "$(sed -n 's/^bearer //p' "$OUT/gateway-$n.log" | head -n 1)")
   fi
   "$BENCH" drive "$url" bench_echo "${rev_flag[@]}" "${op_flag[@]}" "${bearer_flag[@]}" \
-    --requests "$n" >&2
+    "${arguments_flag[@]}" --requests "$n" >&2
   if [ "$TOOL" = strace ]; then
     # The gateway, not strace: strace detaches on SIGTERM and would leave it running.
     pkill -TERM -P "$pid"

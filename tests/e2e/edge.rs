@@ -278,6 +278,61 @@ pub(super) fn corpus() -> Vec<Case> {
         raw("missing capabilities", r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"gh_echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#),
         raw("batch", &format!(r#"[{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"gh_echo","_meta":{META}}}}}]"#)),
     ]);
+    // Arguments go to the backend as the client wrote them (fast path) or as rmcp
+    // reads them: whitespace, escapes and number forms must not change the answer,
+    // and a repeated key at any depth, or nesting past what serde_json reads, is
+    // refused before either path.
+    let with_arguments = |name: &str, arguments: &str, fast: bool| Case {
+        fast,
+        ..raw(
+            name,
+            &format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"gh_echo","arguments":{arguments},"_meta":{META}}}}}"#
+            ),
+        )
+    };
+    let nested = |depth: usize| {
+        format!(
+            r#"{{"text":"deep","x":{}1{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    };
+    cases.extend([
+        with_arguments(
+            "arguments spaced and escaped",
+            r#" { "text" : "a\u00e9\n\"b\/\ud83d\ude00" , "n" : 1.50e2 , "m" : -0 } "#,
+            true,
+        ),
+        with_arguments(
+            "arguments with an escaped key",
+            r#"{"t\u0065xt":"k","z":[{},[]]}"#,
+            true,
+        ),
+        with_arguments("arguments nested to the limit", &nested(123), true),
+        with_arguments("arguments nested past the limit", &nested(125), false),
+        with_arguments(
+            "arguments with a repeated key",
+            r#"{"text":"a","text":"b"}"#,
+            false,
+        ),
+        with_arguments(
+            "arguments with an escaped twin key",
+            r#"{"text":"a","\u0074ext":"b"}"#,
+            false,
+        ),
+        with_arguments(
+            "arguments with a repeated key inside",
+            r#"{"text":"a","x":[{"k":1},{"k":1,"k":2}]}"#,
+            false,
+        ),
+        with_arguments(
+            "arguments with a lone surrogate",
+            r#"{"text":"\ud800"}"#,
+            false,
+        ),
+        with_arguments("arguments with a bad escape", r#"{"text":"\q"}"#, false),
+    ]);
     let mut string_id = case("string id", "tools/call", Some("gh_echo"), call("s"), true);
     string_id.body = body(json!("id-1"), "tools/call", call("s"));
     cases.push(string_id);

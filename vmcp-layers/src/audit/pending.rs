@@ -131,7 +131,7 @@ impl Pending {
             && let Some(parsed) = parsed
         {
             let mut request = json!({
-                "arguments": parsed.arguments.clone().map(Value::Object),
+                "arguments": parsed.arguments.as_ref().map(|a| Value::Object(a.map().clone())),
             });
             redact(&mut request);
             data.insert("request".into(), capped(request, max));

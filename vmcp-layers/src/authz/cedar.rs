@@ -293,6 +293,12 @@ impl CedarAuthorizer {
         Self::new(policies, settings).map_err(|e| PolicyErrors(vec![PolicyError::Settings(e)]))
     }
 
+    /// Whether a policy reads `context` (a call's arguments or annotations): then
+    /// a call's arguments are part of its decision.
+    pub fn reads_context(&self) -> bool {
+        self.reads_context
+    }
+
     /// How many policies are loaded.
     pub fn policy_count(&self) -> usize {
         self.policies.policies().count()

@@ -164,6 +164,13 @@ pub fn decide(
 ) -> Option<AdmissionDecision> {
     let kind = CallKind::of_request(parsed)?;
     let none = ToolAnnotations::default();
+    // The arguments are parsed only for policies that read `context` (a decision
+    // reads none of them otherwise).
+    let empty = serde_json::Map::new();
+    let arguments = match &parsed.arguments {
+        Some(arguments) if authorizer.reads_context() => arguments.map(),
+        _ => &empty,
+    };
     let allowed = match (kind, parsed.target()) {
         (_, None) => Ok(false),
         (CallKind::Tool, Some(name)) => {
@@ -175,7 +182,7 @@ pub fn decide(
                     backend: backend.as_deref(),
                     annotations: annotations.unwrap_or(&none),
                 },
-                Some(parsed.arguments.as_ref().unwrap_or(&Default::default())),
+                Some(arguments),
             )
         }
         (CallKind::Prompt, Some(name)) => {
@@ -186,7 +193,7 @@ pub fn decide(
                     name,
                     backend: backend.as_deref(),
                 },
-                Some(parsed.arguments.as_ref().unwrap_or(&Default::default())),
+                Some(arguments),
             )
         }
         (CallKind::Resource, Some(uri)) => {

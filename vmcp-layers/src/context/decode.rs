@@ -8,11 +8,25 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::{ClientInfo, McpRevision, ParseError, ParsedMcpRequest};
+use serde::de::DeserializeSeed;
+use serde_json::value::RawValue;
+
+use super::{Arguments, ClientInfo, McpRevision, ParseError, ParsedMcpRequest};
 use crate::strict_json::{Strict, StrictVisitor, duplicate, insert_new};
 
 pub(super) const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
+/// Where `params.arguments` is in a body: in `params`, in the body's object.
+const ARGUMENTS_DEPTH: usize = 3;
+
+/// `body` decoded; with `RAW`, `params.arguments` is kept as the body's bytes when
+/// it is an object (anything else there is an error, left to the other decode).
+fn decode<const RAW: bool>(body: &[u8]) -> Result<Body<'_>, serde_json::Error> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let decoded = BodySeed::<RAW>.deserialize(&mut deserializer)?;
+    deserializer.end()?;
+    Ok(decoded)
+}
 
 impl ClientInfo {
     fn from_value(value: &Value) -> Option<Self> {
@@ -35,7 +49,23 @@ impl ParsedMcpRequest {
         protocol_header: Option<&str>,
         has_session: bool,
     ) -> Result<Self, ParseError> {
-        let members = match serde_json::from_slice::<Body>(body) {
+        // `arguments` is kept as the client's bytes when it is an object the check
+        // accepts. Any error, or arguments it refuses, and the body is decoded again
+        // with `arguments` as values: that decode finds the error, and says it, as
+        // a decode of the whole body into values does (the tests hold it to that).
+        if let Ok(Body::Object(members)) = decode::<true>(body)
+            && members
+                .params
+                .arguments
+                .as_ref()
+                .is_none_or(|arguments| match arguments {
+                    Args::Raw(raw) => super::arguments::checked(raw, ARGUMENTS_DEPTH),
+                    Args::Values(_) => true,
+                })
+        {
+            return Self::from_members(members, protocol_header, has_session);
+        }
+        let members = match decode::<false>(body) {
             Ok(Body::Object(members)) => members,
             Ok(Body::Array) => return Err(ParseError::Batch),
             Ok(Body::Other) => return Err(ParseError::NotAnObject),
@@ -49,7 +79,7 @@ impl ParsedMcpRequest {
 
     /// The request from its decoded members (see [`Self::parse`]).
     fn from_members(
-        members: Members,
+        members: Members<'_>,
         protocol_header: Option<&str>,
         has_session: bool,
     ) -> Result<Self, ParseError> {
@@ -75,6 +105,10 @@ impl ParsedMcpRequest {
             meta,
             rest: params,
         } = params;
+        let arguments = arguments.map(|arguments| match arguments {
+            Args::Raw(raw) => Arguments::from_checked(raw.to_owned()),
+            Args::Values(map) => Arguments::from_map(map),
+        });
         let client_info = params.get("clientInfo").and_then(ClientInfo::from_value);
         // A completion names what it completes in `ref`; it is authorized as that
         // prompt or resource, so the name goes where those requests carry theirs.
@@ -136,35 +170,42 @@ impl ParsedMcpRequest {
 // Returned once per request and taken apart at once: boxing the object would cost
 // an allocation to save a move.
 #[allow(clippy::large_enum_variant)]
-enum Body {
-    Object(Members),
+enum Body<'de> {
+    Object(Members<'de>),
     Array,
     Other,
 }
 
 /// The top-level members of a JSON-RPC object.
 #[derive(Default)]
-struct Members {
+struct Members<'de> {
     id: Option<Value>,
     /// `method`, when a string (otherwise it is in `rest`).
     method: Option<String>,
-    params: ParamsMembers,
+    params: ParamsMembers<'de>,
     rest: Map<String, Value>,
 }
 
 /// The members of `params`, when an object.
 #[derive(Default)]
-struct ParamsMembers {
+struct ParamsMembers<'de> {
     name: Option<String>,
     uri: Option<String>,
-    arguments: Option<Map<String, Value>>,
+    arguments: Option<Args<'de>>,
     meta: Option<Map<String, Value>>,
     rest: Map<String, Value>,
 }
 
+/// `params.arguments`, when an object: its bytes in the body (not yet checked for
+/// repeated keys), or its values.
+enum Args<'de> {
+    Raw(&'de RawValue),
+    Values(Map<String, Value>),
+}
+
 /// `params`: an object, or any other value (kept as it came).
-enum Params {
-    Object(ParamsMembers),
+enum Params<'de> {
+    Object(ParamsMembers<'de>),
     Other(Value),
 }
 
@@ -225,22 +266,25 @@ fn object_or_rest<E: de::Error>(
     }
 }
 
-impl<'de> Deserialize<'de> for Body {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(BodyVisitor)
+/// Decodes a [`Body`]; `RAW`: see [`decode`].
+struct BodySeed<const RAW: bool>;
+
+impl<'de, const RAW: bool> DeserializeSeed<'de> for BodySeed<RAW> {
+    type Value = Body<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Body<'de>, D::Error> {
+        deserializer.deserialize_any(self)
     }
 }
 
-struct BodyVisitor;
-
-impl<'de> Visitor<'de> for BodyVisitor {
-    type Value = Body;
+impl<'de, const RAW: bool> Visitor<'de> for BodySeed<RAW> {
+    type Value = Body<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON-RPC message")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<'de>, A::Error> {
         let mut members = Members::default();
         let (mut id, mut method, mut params) = (false, false, false);
         while let Some(Key(key)) = map.next_key()? {
@@ -256,7 +300,7 @@ impl<'de> Visitor<'de> for BodyVisitor {
                     members.method = string_or_rest(value, &key, &mut members.rest)?;
                 }
                 "params" => {
-                    let value = map.next_value::<Params>()?;
+                    let value = map.next_value_seed(ParamsSeed::<RAW>)?;
                     first(&mut params, &key)?;
                     match value {
                         Params::Object(object) => members.params = object,
@@ -274,52 +318,55 @@ impl<'de> Visitor<'de> for BodyVisitor {
         Ok(Body::Object(members))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Body, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Body<'de>, A::Error> {
         // Read to the end, so a malformed batch is refused as malformed.
         StrictVisitor.visit_seq(seq).map(|_| Body::Array)
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Body, E> {
+    fn visit_bool<E>(self, _: bool) -> Result<Body<'de>, E> {
         Ok(Body::Other)
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Body, E> {
+    fn visit_i64<E>(self, _: i64) -> Result<Body<'de>, E> {
         Ok(Body::Other)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Body, E> {
+    fn visit_u64<E>(self, _: u64) -> Result<Body<'de>, E> {
         Ok(Body::Other)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Body, E> {
+    fn visit_f64<E>(self, _: f64) -> Result<Body<'de>, E> {
         Ok(Body::Other)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<Body, E> {
+    fn visit_str<E>(self, _: &str) -> Result<Body<'de>, E> {
         Ok(Body::Other)
     }
 
-    fn visit_unit<E>(self) -> Result<Body, E> {
+    fn visit_unit<E>(self) -> Result<Body<'de>, E> {
         Ok(Body::Other)
     }
 }
 
-impl<'de> Deserialize<'de> for Params {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ParamsVisitor)
+/// Decodes [`Params`]; `RAW`: see [`decode`].
+struct ParamsSeed<const RAW: bool>;
+
+impl<'de, const RAW: bool> DeserializeSeed<'de> for ParamsSeed<RAW> {
+    type Value = Params<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Params<'de>, D::Error> {
+        deserializer.deserialize_any(self)
     }
 }
 
-struct ParamsVisitor;
-
-impl<'de> Visitor<'de> for ParamsVisitor {
-    type Value = Params;
+impl<'de, const RAW: bool> Visitor<'de> for ParamsSeed<RAW> {
+    type Value = Params<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Params<'de>, A::Error> {
         let mut members = ParamsMembers::default();
         let mut seen = [false; 4];
         while let Some(Key(key)) = map.next_key()? {
@@ -334,48 +381,58 @@ impl<'de> Visitor<'de> for ParamsVisitor {
                     continue;
                 }
             };
+            if RAW && slot == 2 {
+                let raw: &'de RawValue = map.next_value()?;
+                first(&mut seen[slot], &key)?;
+                if !raw.get().starts_with('{') {
+                    // Into `rest` as a value: for the other decode.
+                    return Err(de::Error::custom("arguments that are not an object"));
+                }
+                members.arguments = Some(Args::Raw(raw));
+                continue;
+            }
             let Strict(value) = map.next_value()?;
             first(&mut seen[slot], &key)?;
             let rest = &mut members.rest;
             match slot {
                 0 => members.name = string_or_rest(value, &key, rest)?,
                 1 => members.uri = string_or_rest(value, &key, rest)?,
-                2 => members.arguments = object_or_rest(value, &key, rest)?,
+                2 => members.arguments = object_or_rest(value, &key, rest)?.map(Args::Values),
                 _ => members.meta = object_or_rest(value, &key, rest)?,
             }
         }
         Ok(Params::Object(members))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Params, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Params<'de>, A::Error> {
         StrictVisitor.visit_seq(seq).map(Params::Other)
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Params, E> {
+    fn visit_bool<E>(self, v: bool) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::Bool(v)))
     }
 
-    fn visit_i64<E>(self, v: i64) -> Result<Params, E> {
+    fn visit_i64<E>(self, v: i64) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::from(v)))
     }
 
-    fn visit_u64<E>(self, v: u64) -> Result<Params, E> {
+    fn visit_u64<E>(self, v: u64) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::from(v)))
     }
 
-    fn visit_f64<E>(self, v: f64) -> Result<Params, E> {
+    fn visit_f64<E>(self, v: f64) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::from(v)))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Params, E> {
+    fn visit_str<E>(self, v: &str) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::String(v.to_owned())))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Params, E> {
+    fn visit_string<E>(self, v: String) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::String(v)))
     }
 
-    fn visit_unit<E>(self) -> Result<Params, E> {
+    fn visit_unit<E>(self) -> Result<Params<'de>, E> {
         Ok(Params::Other(Value::Null))
     }
 }
@@ -435,7 +492,7 @@ mod tests {
         let params = ParamsMembers {
             name: take(&mut params, "name", string),
             uri: take(&mut params, "uri", string),
-            arguments: take(&mut params, "arguments", object_of),
+            arguments: take(&mut params, "arguments", object_of).map(Args::Values),
             meta: take(&mut params, "_meta", object_of),
             rest: params,
         };
@@ -552,6 +609,23 @@ mod tests {
             "null",
             "",
             "{\"a\":\"\\ud800\"}",
+            // `arguments`, kept raw when the check accepts it: repeated keys at any
+            // depth, escaped twins, not an object, whitespace, bad strings, errors after it.
+            r#"{"params":{"arguments":{"a":1,"a":2}}}"#,
+            r#"{"params":{"arguments":{"a":1,"\u0061":2}}}"#,
+            r#"{"params":{"arguments":{"x":[{"b":1},{"b":1,"b":2}]}}}"#,
+            r#"{"params":{"arguments":[{"a":1,"a":2}]}}"#,
+            r#"{"params":{"arguments":"s","name":"t"}}"#,
+            r#"{"params":{"arguments":null}}"#,
+            r#"{"params":{"arguments" : { "a" : [ 1 , 2 ] } , "name":"t"}}"#,
+            r#"{"params":{"arguments":{"a":"\ud800"}}}"#,
+            r#"{"params":{"arguments":{"a":"\x"}}}"#,
+            r#"{"params":{"arguments":{"a":1},"arguments":{"a":1}}}"#,
+            r#"{"params":{"arguments":{"a":1}},"id":1,"id":2}"#,
+            r#"{"params":{"arguments":{"a":1}}"#,
+            r#"{"params":{"arguments":{"a":1}},}"#,
+            r#"{"params":{"arguments":{"a":1e400}}}"#,
+            r#"{"params":{"arguments":{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k1":9}}}"#,
         ] {
             assert_eq!(
                 ParsedMcpRequest::parse(body.as_bytes(), None, false),
@@ -562,13 +636,39 @@ mod tests {
     }
 
     #[test]
+    fn parse_agrees_on_arguments_nested_to_the_recursion_limit() {
+        // serde_json refuses a document's 128th open container; `arguments` opens
+        // the third.
+        for depth in 120..=130 {
+            let body = format!(
+                r#"{{"params":{{"arguments":{{"a":{}1{}}}}}}}"#,
+                "[".repeat(depth),
+                "]".repeat(depth)
+            );
+            let parsed = ParsedMcpRequest::parse(body.as_bytes(), None, false);
+            assert_eq!(parsed, reference(body.as_bytes(), None, false), "{depth}");
+            assert_eq!(parsed.is_ok(), depth + 3 < 128, "{depth}");
+            let body = body.replace("1]", r#"{"b":1,"b":2}]"#);
+            let parsed = ParsedMcpRequest::parse(body.as_bytes(), None, false);
+            assert_eq!(parsed, reference(body.as_bytes(), None, false), "{depth}");
+            assert!(parsed.is_err(), "{depth}");
+        }
+    }
+
+    #[test]
     fn parses_a_modern_tool_call_once() {
         let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"gh_create_issue","arguments":{"repo":"a/b"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
         let parsed = ParsedMcpRequest::parse(body, Some("2026-07-28"), false).unwrap();
         assert_eq!(parsed.method, "tools/call");
         assert_eq!(parsed.id, Some(Value::from(7)));
         assert_eq!(parsed.name.as_deref(), Some("gh_create_issue"));
-        assert_eq!(parsed.arguments.as_ref().unwrap()["repo"], "a/b");
+        assert_eq!(parsed.arguments.as_ref().unwrap().map()["repo"], "a/b");
+        // Kept as the client wrote it, not written again from a map.
+        let body = br#"{"id":1,"params":{"arguments":{ "repo" : "a\/b" }}}"#;
+        let spaced = ParsedMcpRequest::parse(body, None, false).unwrap();
+        let arguments = spaced.arguments.as_ref().unwrap();
+        assert_eq!(arguments.raw().get(), r#"{ "repo" : "a\/b" }"#);
+        assert_eq!(arguments, parsed.arguments.as_ref().unwrap());
         assert_eq!(parsed.revision, Some(McpRevision::Modern));
         assert_eq!(parsed.meta_protocol_version(), Some("2026-07-28"));
     }

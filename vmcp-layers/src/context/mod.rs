@@ -20,9 +20,11 @@
 //! (`Arc<Identity>`, `Arc<ParsedMcpRequest>`, [`BackendTarget`]), which is how the
 //! audit layer, sitting outside them, records who did what.
 
+mod arguments;
 mod audit_note;
 mod decode;
 
+pub use arguments::Arguments;
 pub use audit_note::AuditNote;
 
 use std::sync::Arc;
@@ -132,8 +134,9 @@ pub struct ParsedMcpRequest {
     /// `params.uri` for `resources/read`, `resources/subscribe`, `resources/unsubscribe`;
     /// `params.ref.uri` for a `completion/complete` of a resource (`ref/resource`).
     pub uri: Option<String>,
-    /// `params.arguments`, when an object.
-    pub arguments: Option<Map<String, Value>>,
+    /// `params.arguments`, when an object: as the client wrote it, parsed into a
+    /// map only when read ([`Arguments::map`]).
+    pub arguments: Option<Arguments>,
     /// `params._meta`, when an object.
     pub meta: Option<Map<String, Value>>,
     /// The client's name and version: `params.clientInfo` of `initialize`, or the

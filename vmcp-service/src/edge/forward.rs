@@ -6,12 +6,12 @@ use std::sync::Arc;
 use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, CompleteRequestParams,
-    CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse, JsonObject,
+    CompleteResult, CompletionInfo, GetPromptRequestParams, GetPromptResponse,
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ResultType, ServerResult,
 };
 use serde::Deserialize;
 use tokio::time::Instant;
-use vmcp_layers::context::{BackendCallScope, BackendCalls, ParsedMcpRequest};
+use vmcp_layers::context::{Arguments, BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
 use crate::backend::meta::bridged_capabilities;
@@ -136,15 +136,15 @@ impl Edge {
     pub(super) async fn call_tool(
         &self,
         parsed: &ParsedMcpRequest,
-        arguments: Option<JsonObject>,
         tasks: bool,
         calls: Option<BackendCalls>,
         legacy: bool,
         origin: Origin,
     ) -> Result<Answer, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
-        let mut params = CallToolRequestParams::new(name.clone());
-        params.arguments = arguments;
+        // The caller's arguments go to the backend as it wrote them.
+        let arguments = parsed.arguments.as_ref().map(Arguments::raw);
+        let params = CallToolRequestParams::new(name.clone());
         let Routed {
             backend,
             mut params,
@@ -161,11 +161,11 @@ impl Edge {
             .on_connection(&client, &origin, |client| async move {
                 if legacy {
                     client
-                        .call_tool_borrowed(params, budget, None)
+                        .call_tool_borrowed(params, arguments, budget, None)
                         .await
                         .map(CallAnswer::Typed)
                 } else {
-                    client.call_tool_spliced(params, budget).await
+                    client.call_tool_spliced(params, arguments, budget).await
                 }
             })
             .await;
@@ -201,7 +201,7 @@ impl Edge {
     ) -> Result<ServerResult, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = GetPromptRequestParams::new(name.clone());
-        params.arguments = parsed.arguments.clone();
+        params.arguments = parsed.arguments.as_ref().map(|a| a.map().clone());
         let Routed {
             backend,
             mut params,

@@ -432,22 +432,10 @@ impl Edge {
                 }
             }
             _ => {
-                let mut parsed = parsed;
-                // The call's arguments move to the backend request when this is the
-                // only holder of the parse (bare); behind the stack the request's
-                // extensions hold it too, and they are copied.
-                let arguments = match (verb, Arc::get_mut(&mut parsed)) {
-                    (Verb::CallTool, Some(owned)) => owned.arguments.take(),
-                    (Verb::CallTool, None) => parsed.arguments.clone(),
-                    _ => None,
-                };
-                let parsed = parsed;
                 let call = async {
                     let typed = match verb {
                         Verb::CallTool => {
-                            return self
-                                .call_tool(&parsed, arguments, tasks, calls, legacy, origin)
-                                .await;
+                            return self.call_tool(&parsed, tasks, calls, legacy, origin).await;
                         }
                         Verb::GetPrompt => {
                             self.get_prompt(&catalog, &parsed, calls, legacy, origin)

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
-use vmcp_layers::context::ParsedMcpRequest;
+use vmcp_layers::context::{Arguments, ParsedMcpRequest};
 use vmcp_layers::rewrite::{RequestRewrite, Rewrite, Rewritten};
 
 use super::{CALL_TOOL, FIND_TOOL, is_meta_tool};
@@ -111,7 +111,7 @@ pub(crate) fn rewrite(parsed: &ParsedMcpRequest, body: &[u8]) -> Option<Rewrite>
 }
 
 fn replaced(parsed: &ParsedMcpRequest, body: &[u8]) -> Option<Rewritten> {
-    let (name, arguments) = unwrap_call(parsed.arguments.as_ref()?)?;
+    let (name, arguments) = unwrap_call(parsed.arguments.as_ref()?.map())?;
     let mut message: Map<String, Value> = serde_json::from_slice(body).ok()?;
     let Some(Value::Object(params)) = message.get_mut("params") else {
         return None;
@@ -122,7 +122,7 @@ fn replaced(parsed: &ParsedMcpRequest, body: &[u8]) -> Option<Rewritten> {
     Some(Rewritten {
         parsed: ParsedMcpRequest {
             name: Some(name),
-            arguments: Some(arguments),
+            arguments: Some(Arguments::from_map(arguments)),
             ..parsed.clone()
         },
         body,
@@ -156,7 +156,10 @@ mod tests {
         let (parsed, body) =
             replaced_of(json!({"tool_name": "gh_echo", "parameters": {"x": 1}})).unwrap();
         assert_eq!(parsed.name.as_deref(), Some("gh_echo"));
-        assert_eq!(parsed.arguments, json!({"x": 1}).as_object().cloned());
+        assert_eq!(
+            parsed.arguments.clone().map(Arguments::into_map),
+            json!({"x": 1}).as_object().cloned()
+        );
         assert_eq!(
             body,
             json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
@@ -174,10 +177,16 @@ mod tests {
         let (parsed, _) =
             replaced_of(json!({"parameters": {"tool_name": "gh_echo", "x": 1}})).unwrap();
         assert_eq!(parsed.name.as_deref(), Some("gh_echo"));
-        assert_eq!(parsed.arguments, json!({"x": 1}).as_object().cloned());
+        assert_eq!(
+            parsed.arguments.clone().map(Arguments::into_map),
+            json!({"x": 1}).as_object().cloned()
+        );
         let (parsed, _) =
             replaced_of(json!({"tool_name": "t", "parameters": "{\"a\": true}"})).unwrap();
-        assert_eq!(parsed.arguments, json!({"a": true}).as_object().cloned());
+        assert_eq!(
+            parsed.arguments.clone().map(Arguments::into_map),
+            json!({"a": true}).as_object().cloned()
+        );
     }
 
     #[test]

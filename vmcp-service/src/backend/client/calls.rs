@@ -16,6 +16,7 @@ use super::{
 use crate::backend::hints::CacheHint;
 use crate::backend::meta;
 use crate::backend::relay::Relay;
+use serde_json::value::RawValue;
 
 impl BackendClient {
     /// List everything the backend offers, following each list's cursor to the end.
@@ -82,14 +83,16 @@ impl BackendClient {
         budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<CallToolResponse, BackendError> {
-        self.call_tool_borrowed(&params, budget, relay).await
+        self.call_tool_borrowed(&params, None, budget, relay).await
     }
 
     /// [`Self::call_tool_relayed`] from a borrow: the direct path writes the params
-    /// from it; only rmcp's paths take a copy.
+    /// from it; only rmcp's paths take a copy. `raw`: the caller's arguments as it
+    /// wrote them (checked by the parse), sent instead of the params'.
     pub(crate) async fn call_tool_borrowed(
         &self,
         params: &CallToolRequestParams,
+        raw: Option<&RawValue>,
         budget: impl Into<CallBudget>,
         relay: Option<Relay>,
     ) -> Result<CallToolResponse, BackendError> {
@@ -97,11 +100,16 @@ impl BackendClient {
             let relay = relay.clone();
             async move {
                 match (&conn.direct, relay) {
-                    (Some(direct), relay) => direct.call_tool(params, relay.as_ref()).await,
+                    (Some(direct), relay) => direct.call_tool(params, raw, relay.as_ref()).await,
                     (None, Some(relay)) => {
-                        tap::call_tool(conn.service.peer(), params.clone(), relay).await
+                        tap::call_tool(conn.service.peer(), with_arguments(params, raw), relay)
+                            .await
                     }
-                    (None, None) => conn.service.call_tool_once(params.clone()).await,
+                    (None, None) => {
+                        conn.service
+                            .call_tool_once(with_arguments(params, raw))
+                            .await
+                    }
                 }
             }
         })
@@ -115,14 +123,16 @@ impl BackendClient {
     pub(crate) async fn call_tool_spliced(
         &self,
         params: &CallToolRequestParams,
+        raw: Option<&RawValue>,
         budget: impl Into<CallBudget>,
     ) -> Result<CallAnswer, BackendError> {
         self.run(budget.into(), |conn| async move {
             let Some(direct) = &conn.direct else {
-                let response = conn.service.call_tool_once(params.clone()).await?;
+                let params = with_arguments(params, raw);
+                let response = conn.service.call_tool_once(params).await?;
                 return Ok(CallAnswer::Typed(meta::strip_result_meta(response)));
             };
-            let raw = direct.call_tool_raw(params, None).await?;
+            let raw = direct.call_tool_raw(params, raw, None).await?;
             match splice::complete_call_result(&raw) {
                 Some(result) => Ok(CallAnswer::Spliced(result)),
                 None => direct::call_response(raw.get())
@@ -190,4 +200,14 @@ impl BackendClient {
         })
         .await
     }
+}
+
+/// `params` with `raw` (the caller's arguments, checked by the parse) as their
+/// arguments, for rmcp's paths, which take typed params.
+fn with_arguments(params: &CallToolRequestParams, raw: Option<&RawValue>) -> CallToolRequestParams {
+    let mut params = params.clone();
+    if let Some(raw) = raw {
+        params.arguments = serde_json::from_str(raw.get()).ok();
+    }
+    params
 }

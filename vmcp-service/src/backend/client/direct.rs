@@ -151,13 +151,15 @@ impl DirectHttp {
     }
 
     /// `tools/call`, answered with a result, an MRTR `input_required` or a task.
+    /// `raw`: the caller's arguments as it wrote them, sent instead of the params'.
     /// With a `relay`, the call's progress and logs go to it (see `backend::relay`).
     pub(super) async fn call_tool(
         &self,
         params: &CallToolRequestParams,
+        raw: Option<&RawValue>,
         relay: Option<&Relay>,
     ) -> Result<CallToolResponse, ServiceError> {
-        let raw = self.call_tool_raw(params, relay).await?;
+        let raw = self.call_tool_raw(params, raw, relay).await?;
         call_response(raw.get())
     }
 
@@ -165,11 +167,13 @@ impl DirectHttp {
     pub(super) async fn call_tool_raw(
         &self,
         params: &CallToolRequestParams,
+        raw: Option<&RawValue>,
         relay: Option<&Relay>,
     ) -> Result<Box<RawValue>, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
         let wire = RequestParams::call(params, &self.context.0.0)
+            .raw_arguments(raw)
             .relayed(relayed.as_ref().map(|m| &m.0.0));
         let mut headers = self.headers("tools/call", Some(params.name.as_ref()));
         let schema = self
@@ -178,8 +182,13 @@ impl DirectHttp {
             .unwrap_or_else(|e| e.into_inner())
             .get(params.name.as_ref())
             .cloned();
-        if let (Some(annotations), Some(arguments)) = (schema, params.arguments.as_ref()) {
-            add_param_headers(&mut headers, &annotations, arguments);
+        if let Some(annotations) = schema {
+            // Raw arguments are read here only for a tool that promotes some to headers.
+            let parsed: Option<JsonObject> =
+                raw.and_then(|raw| serde_json::from_str(raw.get()).ok());
+            if let Some(arguments) = parsed.as_ref().or(params.arguments.as_ref()) {
+                add_param_headers(&mut headers, &annotations, arguments);
+            }
         }
         self.send(
             "tools/call",
@@ -743,7 +752,7 @@ mod tests {
         let direct = modern_direct(&url, DirectClient::new(None, http::HeaderMap::new()));
         for _ in 0..3 {
             let answer = direct
-                .call_tool(&CallToolRequestParams::new("echo"), None)
+                .call_tool(&CallToolRequestParams::new("echo"), None, None)
                 .await
                 .unwrap();
             assert!(matches!(answer, CallToolResponse::Complete(_)));
@@ -761,7 +770,7 @@ mod tests {
             // The answer does not wait for the stream's end...
             let answer = tokio::time::timeout(
                 std::time::Duration::from_secs(10),
-                direct.call_tool(&CallToolRequestParams::new("echo"), None),
+                direct.call_tool(&CallToolRequestParams::new("echo"), None, None),
             )
             .await
             .expect("the answer waited for the end of its stream")
@@ -791,7 +800,7 @@ mod tests {
         let direct = modern_direct(&url, DirectClient::new(None, http::HeaderMap::new()));
         for _ in 0..MAX_DRAINING + 6 {
             let answer = direct
-                .call_tool(&CallToolRequestParams::new("echo"), None)
+                .call_tool(&CallToolRequestParams::new("echo"), None, None)
                 .await
                 .unwrap();
             assert!(matches!(answer, CallToolResponse::Complete(_)));

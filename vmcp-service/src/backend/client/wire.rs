@@ -5,6 +5,7 @@
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, InputResponses, JsonObject};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// The `_meta` key whose caller's value stands over the connection's (SEP-2322).
 pub(super) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -25,7 +26,7 @@ pub(super) struct RequestParams<'a> {
     /// The caller's `_meta`, or a relayed request's own (see `DirectHttp`).
     pub meta: Option<&'a JsonObject>,
     pub name: &'a str,
-    pub arguments: Option<&'a JsonObject>,
+    pub arguments: Option<Arguments<'a>>,
     pub input_responses: Option<&'a InputResponses>,
     pub request_state: Option<&'a str>,
     pub context: &'a JsonObject,
@@ -38,7 +39,7 @@ macro_rules! borrowed {
         RequestParams {
             meta: $params.meta.as_ref().map(|m| &m.0.0),
             name: &$params.name,
-            arguments: $params.arguments.as_ref(),
+            arguments: $params.arguments.as_ref().map(Arguments::Map),
             input_responses: $params.input_responses.as_ref(),
             request_state: $params.request_state.as_deref(),
             context: $context,
@@ -57,12 +58,37 @@ impl<'a> RequestParams<'a> {
         borrowed!(params, context)
     }
 
+    /// With the caller's arguments as it wrote them (checked by the parse) instead
+    /// of the params', if given.
+    pub fn raw_arguments(mut self, raw: Option<&'a RawValue>) -> Self {
+        if let Some(raw) = raw {
+            self.arguments = Some(Arguments::Raw(raw));
+        }
+        self
+    }
+
     /// With a relayed request's own `_meta` instead of the caller's, if it has one.
     pub fn relayed(mut self, meta: Option<&'a JsonObject>) -> Self {
         if meta.is_some() {
             self.meta = meta;
         }
         self
+    }
+}
+
+/// A call's arguments as they go on the wire: a map, or the caller's bytes.
+#[derive(Clone, Copy)]
+pub(super) enum Arguments<'a> {
+    Map(&'a JsonObject),
+    Raw(&'a RawValue),
+}
+
+impl Serialize for Arguments<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Arguments::Map(map) => map.serialize(serializer),
+            Arguments::Raw(raw) => raw.serialize(serializer),
+        }
     }
 }
 
@@ -78,7 +104,7 @@ impl Serialize for RequestParams<'_> {
         )?;
         map.serialize_entry("name", self.name)?;
         if let Some(arguments) = self.arguments {
-            map.serialize_entry("arguments", arguments)?;
+            map.serialize_entry("arguments", &arguments)?;
         }
         if let Some(responses) = self.input_responses {
             map.serialize_entry("inputResponses", responses)?;
@@ -178,6 +204,15 @@ mod tests {
                 assert_eq!(written, inserted(&params, &context), "{meta:?}");
             }
         }
+        // The caller's bytes in place of the params' arguments: the same request.
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = Some(object(json!({"text": "hi", "n": [1, {"a": null}]})));
+        let raw = RawValue::from_string(r#"{"text":"hi","n":[1,{"a":null}]}"#.to_owned()).unwrap();
+        let bare = CallToolRequestParams::new("echo");
+        let written =
+            serde_json::to_string(&RequestParams::call(&bare, &context).raw_arguments(Some(&raw)))
+                .unwrap();
+        assert_eq!(written, inserted(&params, &context));
         // A relayed call's own `_meta` replaces the params'.
         let mut params = CallToolRequestParams::new("echo");
         params.meta = Some(RequestMetaObject::from(object(json!({"a": 1}))));
