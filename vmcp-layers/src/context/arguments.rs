@@ -130,8 +130,9 @@ impl<'de> DeserializeSeed<'de> for Checked {
     }
 }
 
-/// An object key, borrowed from the input unless it has escapes.
-struct Key<'de>(Cow<'de, str>);
+/// An object key, borrowed from the input unless it has escapes (also the body's
+/// keys, in `decode`).
+pub(super) struct Key<'de>(pub(super) Cow<'de, str>);
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -146,6 +147,9 @@ impl<'de> Deserialize<'de> for Key<'de> {
             }
             fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
                 Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
             }
         }
         deserializer.deserialize_str(KeyVisitor)

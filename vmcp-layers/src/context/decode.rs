@@ -2,15 +2,15 @@
 //! Decoding a JSON-RPC body into a [`ParsedMcpRequest`]: once per request, by the
 //! parse layer, so no later layer parses it again.
 
-use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use serde::de::DeserializeSeed;
 use serde_json::value::RawValue;
 
+use super::arguments::Key;
 use super::{Arguments, ClientInfo, McpRevision, ParseError, ParsedMcpRequest};
 use crate::strict_json::{Strict, StrictVisitor, duplicate, insert_new};
 
@@ -207,31 +207,6 @@ enum Args<'de> {
 enum Params<'de> {
     Object(ParamsMembers<'de>),
     Other(Value),
-}
-
-/// An object key, borrowed from the body unless it has escapes.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v)))
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
-    }
 }
 
 /// Marks `key` as seen in its object, refusing a second one.
