@@ -4,7 +4,7 @@
 
 use base64::Engine;
 use base64::prelude::BASE64_STANDARD;
-use http::{HeaderMap, Request, header};
+use http::{HeaderMap, HeaderName, Request, header};
 use rmcp::model::{ClientCapabilities, Implementation, JsonObject};
 use rmcp::transport::common::http_header::{BASE64_HEADER_PREFIX, BASE64_HEADER_SUFFIX};
 use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
@@ -18,6 +18,12 @@ const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
+
+// Header names as constants: a `&str` name is parsed and checked on every lookup.
+pub(super) const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(super) const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// A `Host` as rmcp compares it: lower case, IPv6 brackets removed, port if any.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +62,8 @@ pub(super) struct DoorChecks {
     /// `None`: every `Host` is allowed (rmcp's empty list).
     hosts: Option<Vec<Authority>>,
     body_limit: usize,
+    /// The last `Host` found allowed.
+    allowed_host: std::sync::RwLock<Option<Box<str>>>,
 }
 
 impl DoorChecks {
@@ -69,6 +77,7 @@ impl DoorChecks {
                     .collect()
             }),
             body_limit: config.max_request_body_bytes,
+            allowed_host: Default::default(),
         }
     }
 
@@ -81,7 +90,7 @@ impl DoorChecks {
             && !headers.contains_key(header::ORIGIN)
             && accepts_json_and_events(headers)
             && content_type_is_json(headers)
-            && headers.contains_key("mcp-session-id") == session
+            && headers.contains_key(MCP_SESSION_ID) == session
             && req
                 .body()
                 .size_hint()
@@ -93,16 +102,29 @@ impl DoorChecks {
         let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
             return false;
         };
-        let Ok(host) = http::uri::Authority::try_from(host) else {
+        // The answer for a `Host` never changes, and a client sends the same one
+        // every time: reading it as rmcp does copies it and lower-cases it.
+        if self
+            .allowed_host
+            .read()
+            .is_ok_and(|last| last.as_deref() == Some(host))
+        {
+            return true;
+        }
+        let Ok(authority) = http::uri::Authority::try_from(host) else {
             return false;
         };
-        let host = Authority::new(host.host(), host.port_u16());
-        match &self.hosts {
+        let authority = Authority::new(authority.host(), authority.port_u16());
+        let allowed = match &self.hosts {
             None => true,
-            Some(allowed) => allowed
-                .iter()
-                .any(|a| a.host == host.host && a.port.is_none_or(|port| host.port == Some(port))),
+            Some(allowed) => allowed.iter().any(|a| {
+                a.host == authority.host && a.port.is_none_or(|port| authority.port == Some(port))
+            }),
+        };
+        if allowed && let Ok(mut last) = self.allowed_host.write() {
+            *last = Some(host.into());
         }
+        allowed
     }
 }
 
@@ -138,7 +160,7 @@ fn content_type_is_json(headers: &HeaderMap) -> bool {
 }
 
 /// The sole value of a header, as text.
-fn sole<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn sole(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
     let mut values = headers.get_all(name).iter();
     let first = values.next()?;
     if values.next().is_some() {
@@ -163,9 +185,9 @@ fn decoded(value: &str) -> Option<std::borrow::Cow<'_, str>> {
 
 /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` agree with the body.
 pub(super) fn standard_headers(headers: &HeaderMap, parsed: &ParsedMcpRequest) -> bool {
-    if sole(headers, "mcp-protocol-version") != Some(MODERN)
+    if sole(headers, MCP_PROTOCOL_VERSION) != Some(MODERN)
         || parsed.meta_protocol_version() != Some(MODERN)
-        || sole(headers, "mcp-method") != Some(parsed.method.as_str())
+        || sole(headers, MCP_METHOD) != Some(parsed.method.as_str())
     {
         return false;
     }
@@ -174,7 +196,7 @@ pub(super) fn standard_headers(headers: &HeaderMap, parsed: &ParsedMcpRequest) -
         "resources/read" => parsed.uri.as_deref(),
         _ => return true,
     };
-    match (expected, sole(headers, "mcp-name").and_then(decoded)) {
+    match (expected, sole(headers, MCP_NAME).and_then(decoded)) {
         (Some(expected), Some(header)) => header == expected,
         _ => false,
     }
@@ -263,8 +285,12 @@ mod tests {
         for ok in ["localhost", "127.0.0.1:8080", "[::1]:1", "LOCALHOST"] {
             assert!(checks.host_allowed(&headers(&[("host", ok)])), "{ok}");
         }
-        for bad in ["evil.example", "localhost.evil", ""] {
-            assert!(!checks.host_allowed(&headers(&[("host", bad)])), "{bad}");
+        // Asked again, in turns (the last allowed `Host` is remembered), each answer stands.
+        for _ in 0..2 {
+            for bad in ["evil.example", "localhost.evil", "", "evil.example:8080"] {
+                assert!(!checks.host_allowed(&headers(&[("host", bad)])), "{bad}");
+                assert!(checks.host_allowed(&headers(&[("host", "localhost")])));
+            }
         }
     }
 

@@ -247,7 +247,7 @@ impl Edge {
         if !plain_envelope(&parsed.rest) {
             return None;
         }
-        let has_session = req.headers().contains_key("mcp-session-id");
+        let has_session = req.headers().contains_key(checks::MCP_SESSION_ID);
         if !self.checks.door(req, has_session) {
             return None;
         }

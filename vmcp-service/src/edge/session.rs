@@ -163,7 +163,7 @@ pub(super) fn for_legacy_peer(mut result: ServerResult) -> ServerResult {
 /// `MCP-Protocol-Version` absent, or sent once with a version rmcp knows from before
 /// 2026-07-28 (a later one would need per-request `_meta`).
 fn legacy_version_header(headers: &HeaderMap) -> bool {
-    let mut values = headers.get_all("mcp-protocol-version").iter();
+    let mut values = headers.get_all(super::checks::MCP_PROTOCOL_VERSION).iter();
     let Some(first) = values.next() else {
         return true;
     };

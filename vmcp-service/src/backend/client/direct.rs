@@ -40,7 +40,7 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::wire::{Outgoing, RequestParams};
+use super::wire::{Context, Outgoing, RequestParams};
 use crate::backend::http_clients::{DirectClient, DirectHttpError, PooledBody};
 use crate::backend::relay::{Relay, Relayed};
 
@@ -103,7 +103,7 @@ pub(super) struct DirectHttp {
     url: http::Uri,
     version: HeaderValue,
     /// The SEP-2575 client context rmcp's client puts in every request's `_meta`.
-    context: RequestMetaObject,
+    context: Context,
     next_id: AtomicI64,
     /// Answered event streams being read to their end on the side (see [`drain`]).
     draining: Arc<AtomicUsize>,
@@ -127,7 +127,11 @@ impl DirectHttp {
             http,
             url: uri.parse().ok()?,
             version: HeaderValue::from_str(version.as_str()).ok()?,
-            context: RequestMetaObject::with_client_context(version, info, capabilities),
+            context: Context::new(
+                &RequestMetaObject::with_client_context(version, info, capabilities)
+                    .0
+                    .0,
+            ),
             next_id: AtomicI64::new(1),
             draining: Arc::default(),
             param_headers: RwLock::default(),
@@ -172,7 +176,7 @@ impl DirectHttp {
     ) -> Result<Box<RawValue>, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
-        let wire = RequestParams::call(params, &self.context.0.0)
+        let wire = RequestParams::call(params, &self.context)
             .raw_arguments(raw)
             .relayed(relayed.as_ref().map(|m| &m.0.0));
         let mut headers = self.headers("tools/call", Some(params.name.as_ref()));
@@ -208,8 +212,8 @@ impl DirectHttp {
     ) -> Result<GetPromptResponse, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
-        let wire = RequestParams::prompt(params, &self.context.0.0)
-            .relayed(relayed.as_ref().map(|m| &m.0.0));
+        let wire =
+            RequestParams::prompt(params, &self.context).relayed(relayed.as_ref().map(|m| &m.0.0));
         let headers = self.headers("prompts/get", Some(&params.name));
         let raw = self
             .send(
@@ -273,14 +277,19 @@ impl DirectHttp {
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        if content_type.starts_with("text/event-stream") && status.is_success() {
+            .unwrap_or_default();
+        // Compared without case, and without a lower-cased copy per answer.
+        let is = |prefix: &str| {
+            content_type
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+        };
+        if is("text/event-stream") && status.is_success() {
             return self.read_stream(response, id, relay).await;
         }
-        if !content_type.starts_with("application/json") {
+        if !is("application/json") {
             return Err(if status.is_success() {
-                DirectError::ContentType(content_type)
+                DirectError::ContentType(content_type.to_ascii_lowercase())
             } else {
                 DirectError::Status(status)
             }
@@ -922,7 +931,7 @@ mod tests {
         .unwrap();
         // The `_meta` a prompts/get sends, as written on the wire.
         let sent_meta = |params: &GetPromptRequestParams| {
-            let wire = RequestParams::prompt(params, &direct.context.0.0);
+            let wire = RequestParams::prompt(params, &direct.context);
             serde_json::to_value(&wire).unwrap()["_meta"].take()
         };
         let plain = sent_meta(&GetPromptRequestParams::new("p"));

@@ -29,7 +29,29 @@ pub(super) struct RequestParams<'a> {
     pub arguments: Option<Arguments<'a>>,
     pub input_responses: Option<&'a InputResponses>,
     pub request_state: Option<&'a str>,
-    pub context: &'a JsonObject,
+    pub context: &'a Context,
+}
+
+/// A connection's client context, each value serialized once, at connect: it
+/// goes into every request's `_meta` unchanged.
+pub(super) struct Context(Vec<(String, Box<RawValue>)>);
+
+impl Context {
+    pub fn new(context: &JsonObject) -> Self {
+        Self(
+            context
+                .iter()
+                .filter_map(|(key, value)| {
+                    Some((key.clone(), serde_json::value::to_raw_value(value).ok()?))
+                })
+                .collect(),
+        )
+    }
+
+    /// `key`'s value, by scanning: cheaper than hashing for the few keys it has.
+    fn get(&self, key: &str) -> Option<&RawValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
 }
 
 /// A [`RequestParams`] borrowing the like-named fields of one of rmcp's two param
@@ -49,12 +71,12 @@ macro_rules! borrowed {
 
 impl<'a> RequestParams<'a> {
     /// A `tools/call`'s params.
-    pub fn call(params: &'a CallToolRequestParams, context: &'a JsonObject) -> Self {
+    pub fn call(params: &'a CallToolRequestParams, context: &'a Context) -> Self {
         borrowed!(params, context)
     }
 
     /// A `prompts/get`'s params.
-    pub fn prompt(params: &'a GetPromptRequestParams, context: &'a JsonObject) -> Self {
+    pub fn prompt(params: &'a GetPromptRequestParams, context: &'a Context) -> Self {
         borrowed!(params, context)
     }
 
@@ -124,11 +146,11 @@ impl Serialize for RequestParams<'_> {
 /// the caller's map would place them).
 struct MetaWithContext<'a> {
     own: Option<&'a JsonObject>,
-    context: &'a JsonObject,
+    context: &'a Context,
 }
 
 /// `key`'s value in a small map, by scanning: cheaper than hashing for the few
-/// keys a `_meta` or a client context has, and linear for a large one.
+/// keys a `_meta` has, and linear for a large one.
 fn find<'m>(map: &'m JsonObject, key: &str) -> Option<&'m Value> {
     map.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
 }
@@ -138,12 +160,15 @@ impl Serialize for MetaWithContext<'_> {
         let mut map = serializer.serialize_map(None)?;
         let own = self.own.into_iter().flatten();
         for (key, value) in own {
-            let context = (key != CLIENT_CAPABILITIES)
-                .then(|| find(self.context, key))
-                .flatten();
-            map.serialize_entry(key, context.unwrap_or(value))?;
+            match (key != CLIENT_CAPABILITIES)
+                .then(|| self.context.get(key))
+                .flatten()
+            {
+                Some(context) => map.serialize_entry(key, context)?,
+                None => map.serialize_entry(key, value)?,
+            }
         }
-        for (key, value) in self.context {
+        for (key, value) in &self.context.0 {
             if self.own.is_none_or(|own| find(own, key).is_none()) {
                 map.serialize_entry(key, value)?;
             }
@@ -200,7 +225,8 @@ mod tests {
                 params.arguments = arguments;
                 params.request_state = meta.is_some().then(|| "s".to_owned());
                 let written =
-                    serde_json::to_string(&RequestParams::call(&params, &context)).unwrap();
+                    serde_json::to_string(&RequestParams::call(&params, &Context::new(&context)))
+                        .unwrap();
                 assert_eq!(written, inserted(&params, &context), "{meta:?}");
             }
         }
@@ -209,17 +235,19 @@ mod tests {
         params.arguments = Some(object(json!({"text": "hi", "n": [1, {"a": null}]})));
         let raw = RawValue::from_string(r#"{"text":"hi","n":[1,{"a":null}]}"#.to_owned()).unwrap();
         let bare = CallToolRequestParams::new("echo");
-        let written =
-            serde_json::to_string(&RequestParams::call(&bare, &context).raw_arguments(Some(&raw)))
-                .unwrap();
+        let written = serde_json::to_string(
+            &RequestParams::call(&bare, &Context::new(&context)).raw_arguments(Some(&raw)),
+        )
+        .unwrap();
         assert_eq!(written, inserted(&params, &context));
         // A relayed call's own `_meta` replaces the params'.
         let mut params = CallToolRequestParams::new("echo");
         params.meta = Some(RequestMetaObject::from(object(json!({"a": 1}))));
         let relayed = object(json!({"a": 1, "progressToken": 7}));
-        let written =
-            serde_json::to_string(&RequestParams::call(&params, &context).relayed(Some(&relayed)))
-                .unwrap();
+        let written = serde_json::to_string(
+            &RequestParams::call(&params, &Context::new(&context)).relayed(Some(&relayed)),
+        )
+        .unwrap();
         params.meta = Some(RequestMetaObject::from(relayed));
         assert_eq!(written, inserted(&params, &context));
     }
