@@ -12,7 +12,6 @@
 //! (its keep-alive timeout) or the client is dropped (a reload that changes the
 //! backend's TLS roots or headers, or a per-caller connection retired).
 
-use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -162,13 +161,15 @@ impl Pooled {
 }
 
 /// Idle connections by scheme and authority, at most [`MAX_IDLE_PER_HOST`] each.
+/// A list, not a map: a client posts to its backend's one URL (two, at most, across
+/// a redirect), and hashing an `Authority` hashes it byte by byte.
 #[derive(Default)]
-struct Idle(std::sync::Mutex<HashMap<PoolKey, Vec<Pooled>>>);
+struct Idle(std::sync::Mutex<Vec<(PoolKey, Vec<Pooled>)>>);
 
 impl Idle {
     fn take(&self, key: &PoolKey) -> Option<Pooled> {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let connections = idle.get_mut(key)?;
+        let (_, connections) = idle.iter_mut().find(|(k, _)| k == key)?;
         while let Some(mut connection) = connections.pop() {
             if connection.alive() {
                 return Some(connection);
@@ -180,12 +181,19 @@ impl Idle {
     #[cfg(test)]
     fn len(&self) -> usize {
         let idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        idle.values().map(Vec::len).sum()
+        idle.iter().map(|(_, connections)| connections.len()).sum()
     }
 
     fn put(&self, key: PoolKey, connection: Pooled) {
         let mut idle = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let connections = idle.entry(key).or_default();
+        let at = match idle.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                idle.push((key, Vec::new()));
+                idle.len() - 1
+            }
+        };
+        let connections = &mut idle[at].1;
         if connections.len() < MAX_IDLE_PER_HOST {
             connections.push(connection);
         }
@@ -274,7 +282,7 @@ impl DirectClient {
         }
         let body = Bytes::from(body);
         let request = |headers: HeaderMap| {
-            let mut request = http::Request::new(Full::new(body.clone()));
+            let mut request = http::Request::new(Full::new(body));
             *request.method_mut() = http::Method::POST;
             // Origin form on the wire, as a client not talking to a proxy sends it.
             let mut parts = http::uri::Parts::default();
@@ -284,20 +292,22 @@ impl DirectClient {
             request
         };
         // A pooled connection the backend closed before our request reached it is
-        // not ready, or fails the request with `is_canceled`: nothing was sent, so
-        // once more on a new connection.
+        // not ready, or gives the request back unsent (hyper's `try_send_request`):
+        // nothing was sent, so once more on a new connection.
+        let mut request = request(headers);
         if let Some(mut pooled) = self.idle.take(&key)
             && let Some(Ok(())) = pooled
                 .connection
                 .driving(std::future::poll_fn(|cx| pooled.sender.poll_ready(cx)))
                 .await
         {
-            let sent = pooled.sender.send_request(request(headers.clone()));
+            let sent = pooled.sender.try_send_request(request);
             match pooled.connection.driving(sent).await {
                 Some(Ok(response)) => return Ok(self.pooled(response, pooled, key)),
-                // Not sent (hyper's promise for `is_canceled`): retried below.
-                Some(Err(error)) if error.is_canceled() => {}
-                Some(Err(error)) => return Err(error.into()),
+                Some(Err(mut error)) => match error.take_message() {
+                    Some(unsent) => request = unsent,
+                    None => return Err(error.into_error().into()),
+                },
                 // Perhaps sent: a call is never repeated on a guess.
                 None => return Err(DirectHttpError::Closed),
             }
@@ -305,7 +315,7 @@ impl DirectClient {
         // Boxed: connecting (TCP, TLS, handshake) is the rare path, and its future
         // inline would make every call's future kilobytes larger, moved each time.
         let mut pooled = Box::pin(self.connect(uri)).await?;
-        let sent = pooled.sender.send_request(request(headers));
+        let sent = pooled.sender.send_request(request);
         match pooled.connection.driving(sent).await {
             Some(response) => Ok(self.pooled(response?, pooled, key)),
             None => Err(DirectHttpError::Closed),
@@ -511,6 +521,21 @@ mod tests {
         );
         drop((a.unwrap(), b.unwrap()));
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn connections_are_kept_per_authority() {
+        let ((one, one_accepted), (two, two_accepted)) =
+            tokio::join!(counting_server(usize::MAX), counting_server(usize::MAX));
+        let client = DirectClient::new(None, HeaderMap::new());
+        for _ in 0..3 {
+            post_ok(&client, &one).await;
+            post_ok(&client, &two).await;
+        }
+        // Each server saw one connection: neither's was taken for the other.
+        assert_eq!(one_accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(two_accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(client.idle.len(), 2);
     }
 
     #[tokio::test]
