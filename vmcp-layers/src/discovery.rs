@@ -201,9 +201,6 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let shared = self.shared.clone();
         const LAYER: &str = "DiscoveryLayer";
         let wants_view = match prerequisite::parsed(req.extensions(), LAYER) {
             Ok(parsed) => parsed.is_some_and(|p| p.is_request()),
@@ -217,14 +214,39 @@ where
         } else {
             None
         };
-        Box::pin(async move {
-            if let Some(identity) = identity {
-                match shared.view(&identity).await {
-                    Ok(view) => {
-                        req.extensions_mut().insert(Discovered(view));
-                    }
-                    Err(response) => return Ok(response),
+        // The view is asked for now: at hand (cached, or a provider that answers at
+        // once), the inner service `poll_ready` readied is called here, with no
+        // clone of it (and of every boxed layer inside it) per request. Otherwise
+        // the same request for it is awaited.
+        let mut view = identity.map(|identity| {
+            let shared = self.shared.clone();
+            Box::pin(async move { shared.view(&identity).await })
+        });
+        if let Some(asked) = view.as_mut() {
+            match asked
+                .as_mut()
+                .poll(&mut Context::from_waker(std::task::Waker::noop()))
+            {
+                Poll::Ready(Ok(found)) => {
+                    req.extensions_mut().insert(Discovered(found));
+                    view = None;
                 }
+                Poll::Ready(Err(response)) => return Box::pin(async move { Ok(response) }),
+                Poll::Pending => {}
+            }
+        }
+        let Some(view) = view else {
+            let answer = self.inner.call(req);
+            return Box::pin(async move { Ok(answer.await?.map(Body::new)) });
+        };
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            match view.await {
+                Ok(found) => {
+                    req.extensions_mut().insert(Discovered(found));
+                }
+                Err(response) => return Ok(response),
             }
             Ok(inner.call(req).await?.map(Body::new))
         })
@@ -313,8 +335,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn timeout_is_504() {
-        let layer = DiscoveryLayer::new(provider(Mode::Hang)).timeout(Duration::from_secs(15));
+        let p = provider(Mode::Hang);
+        let layer = DiscoveryLayer::new(p.clone()).timeout(Duration::from_secs(15));
         assert_eq!(status(&layer, "a").await, StatusCode::GATEWAY_TIMEOUT);
+        // Not at hand when first asked, and waited for: asked once, not again.
+        assert_eq!(p.calls.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(start_paused = true)]
