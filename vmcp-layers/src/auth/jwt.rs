@@ -239,17 +239,24 @@ impl JwtValidator {
         self.fetches.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Validate `token` and return the caller's identity.
-    pub async fn validate(&self, token: &str) -> Result<Arc<Identity>, JwtError> {
+    /// The identity of `token` if it was validated before and is still within its
+    /// lifetime (`exp`, `nbf`, with the leeway): what [`Self::validate`] answers
+    /// first, without waiting.
+    pub fn cached(&self, token: &str) -> Option<Arc<Identity>> {
         let now = now_secs();
         let leeway = self.settings.leeway.as_secs();
-        if let Some(hit) = self.identities.get(token) {
-            if now <= hit.exp + leeway && now + leeway >= hit.nbf {
-                return Ok(hit.identity.clone());
-            }
-            drop(hit);
-            self.identities.remove(token);
+        let hit = self.identities.get(token)?;
+        (now <= hit.exp + leeway && now + leeway >= hit.nbf).then(|| hit.identity.clone())
+    }
+
+    /// Validate `token` and return the caller's identity.
+    pub async fn validate(&self, token: &str) -> Result<Arc<Identity>, JwtError> {
+        if let Some(identity) = self.cached(token) {
+            return Ok(identity);
         }
+        self.identities.remove(token);
+        let now = now_secs();
+        let leeway = self.settings.leeway.as_secs();
         let header = jsonwebtoken::decode_header(token).map_err(|_| JwtError::Malformed)?;
         if header.alg.family() == jsonwebtoken::AlgorithmFamily::Hmac {
             return Err(JwtError::AlgorithmMismatch);
@@ -460,5 +467,36 @@ impl JwtValidator {
         }
         let bytes = response.bytes().await.map_err(|e| e.to_string())?;
         serde_json::from_slice(&bytes).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_identity_answers_only_within_its_lifetime() {
+        let validator = JwtValidator::with_keys(
+            JwtSettings::new("https://idp", "vmcp"),
+            &jsonwebtoken::jwk::JwkSet { keys: Vec::new() },
+        );
+        let leeway = validator.settings.leeway.as_secs();
+        let now = now_secs();
+        let cache = |token: &str, exp: u64, nbf: u64| {
+            let identity = Arc::new(Identity {
+                subject: token.into(),
+                ..Identity::default()
+            });
+            validator
+                .identities
+                .insert(token.into(), Cached { identity, exp, nbf });
+        };
+        cache("fresh", now + 60, now - 60);
+        cache("expired", now - leeway - 5, now - 120);
+        cache("early", now + 120, now + leeway + 60);
+        assert_eq!(validator.cached("fresh").unwrap().subject, "fresh");
+        assert!(validator.cached("expired").is_none());
+        assert!(validator.cached("early").is_none());
+        assert!(validator.cached("never-seen").is_none());
     }
 }

@@ -115,6 +115,14 @@ pub struct Auth<S> {
     auth: Arc<AuthInner>,
 }
 
+/// `identity` noted for the audit and handed to the layers inside.
+fn authenticated(parts: &mut http::request::Parts, identity: &Arc<Identity>) {
+    if let Some(note) = parts.extensions.get::<crate::context::AuditNote>() {
+        note.identity(identity);
+    }
+    parts.extensions.insert(identity.clone());
+}
+
 fn anonymous() -> Arc<Identity> {
     static ANONYMOUS: OnceLock<Arc<Identity>> = OnceLock::new();
     ANONYMOUS
@@ -206,6 +214,35 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        // Known at once (anonymous, or a token validated before and still fresh):
+        // the inner service `poll_ready` readied is called here, with no clone of
+        // it (and of every boxed layer inside it) per request.
+        let known = match &self.auth.authenticator {
+            Authenticator::Anonymous => Some((anonymous(), false)),
+            #[cfg(feature = "jwt")]
+            Authenticator::Jwt(validator) => {
+                (!crate::headers::ambiguous_authorization(req.headers()))
+                    .then(|| bearer(req.headers()))
+                    .flatten()
+                    .and_then(|token| validator.cached(token))
+                    .map(|identity| (identity, true))
+            }
+        };
+        if let Some((identity, bearer_token)) = known {
+            let (mut parts, body) = req.into_parts();
+            if bearer_token
+                && let Some(token) = bearer(&parts.headers).map(crate::context::SubjectToken::new)
+            {
+                parts.extensions.insert(token);
+            }
+            authenticated(&mut parts, &identity);
+            let answer = self.inner.call(Request::from_parts(parts, body));
+            return Box::pin(async move {
+                let mut response = answer.await?.map(Body::new);
+                response.extensions_mut().insert(identity);
+                Ok(response)
+            });
+        }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let auth = self.auth.clone();
@@ -246,10 +283,7 @@ where
                     }
                 }
             };
-            if let Some(note) = parts.extensions.get::<crate::context::AuditNote>() {
-                note.identity(&identity);
-            }
-            parts.extensions.insert(identity.clone());
+            authenticated(&mut parts, &identity);
             let response = inner.call(Request::from_parts(parts, body)).await?;
             let mut response = response.map(Body::new);
             response.extensions_mut().insert(identity);
