@@ -182,70 +182,100 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let (parts, body) = req.into_parts();
+        // A body already read to its end (a small request usually is) is parsed
+        // now and the inner service `poll_ready` readied is called here, with no
+        // clone of it (and of every boxed layer inside it) per request. Otherwise
+        // the same read is awaited.
+        let mut collecting = Box::pin(body.collect());
+        if let Poll::Ready(collected) = collecting
+            .as_mut()
+            .poll(&mut Context::from_waker(std::task::Waker::noop()))
+        {
+            return match prepared(parts, collected, self.rewrite.as_deref()) {
+                Ok((req, parsed)) => Box::pin(answered(self.inner.call(req), parsed)),
+                Err(refusal) => Box::pin(async move { Ok(refusal) }),
+            };
+        }
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let rewrite = self.rewrite.clone();
         Box::pin(async move {
-            let (mut parts, body) = req.into_parts();
-            let bytes = match body.collect().await {
-                Ok(collected) => collected.to_bytes(),
-                Err(error) => {
-                    let error: axum::BoxError = error.into();
-                    let (status, message) = if is_length_limit(&*error) {
-                        (StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
-                    } else {
-                        (StatusCode::BAD_REQUEST, "request body could not be read")
-                    };
-                    return Ok(jsonrpc::error_response(
-                        status,
-                        None,
-                        jsonrpc::INVALID_REQUEST,
-                        message,
-                    ));
-                }
-            };
-            let mut parsed = None;
-            let mut bytes = bytes;
-            if parts.method == Method::POST {
-                match parse(&parts.headers, &bytes) {
-                    Ok(request) => {
-                        // After the header checks, which held for the request as sent.
-                        match rewrite.as_ref().and_then(|r| r.rewrite(&request, &bytes)) {
-                            None => parsed = Some(Arc::new(request)),
-                            Some(Rewrite::Local) => {
-                                parts.extensions.insert(LocalCall);
-                                parsed = Some(Arc::new(request));
-                            }
-                            Some(Rewrite::Replaced(rewritten)) => {
-                                crate::rewrite::retarget_headers(
-                                    &mut parts.headers,
-                                    &rewritten.parsed,
-                                );
-                                bytes = rewritten.body;
-                                parsed = Some(Arc::new(rewritten.parsed));
-                            }
-                        }
-                    }
-                    Err(refusal) => return Ok(*refusal),
-                }
+            match prepared(parts, collecting.await, rewrite.as_deref()) {
+                Ok((req, parsed)) => answered(inner.call(req), parsed).await,
+                Err(refusal) => Ok(refusal),
             }
-            parts.extensions.insert(McpParsed);
-            if let Some(parsed) = &parsed {
-                if let Some(note) = parts.extensions.get::<crate::context::AuditNote>() {
-                    note.parsed(parsed);
-                }
-                parts.extensions.insert(parsed.clone());
-            }
-            let response = inner
-                .call(Request::from_parts(parts, Full::new(bytes)))
-                .await?;
-            let mut response = response.map(Body::new);
-            if let Some(parsed) = parsed {
-                response.extensions_mut().insert(parsed);
-            }
-            Ok(response)
         })
     }
+}
+
+/// The request for the inner service from its read body: parsed (and rewritten)
+/// when a POST, with what the parse found in its extensions; or the refusal.
+#[allow(clippy::type_complexity)]
+fn prepared<E: Into<axum::BoxError>>(
+    mut parts: http::request::Parts,
+    collected: Result<http_body_util::Collected<Bytes>, E>,
+    rewrite: Option<&dyn RequestRewrite>,
+) -> Result<(Request<Full<Bytes>>, Option<Arc<ParsedMcpRequest>>), Response<Body>> {
+    let mut bytes = match collected {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            let error: axum::BoxError = error.into();
+            let (status, message) = if is_length_limit(&*error) {
+                (StatusCode::PAYLOAD_TOO_LARGE, "request body too large")
+            } else {
+                (StatusCode::BAD_REQUEST, "request body could not be read")
+            };
+            return Err(jsonrpc::error_response(
+                status,
+                None,
+                jsonrpc::INVALID_REQUEST,
+                message,
+            ));
+        }
+    };
+    let mut parsed = None;
+    if parts.method == Method::POST {
+        let request = parse(&parts.headers, &bytes).map_err(|refusal| *refusal)?;
+        // After the header checks, which held for the request as sent.
+        match rewrite.and_then(|r| r.rewrite(&request, &bytes)) {
+            None => parsed = Some(Arc::new(request)),
+            Some(Rewrite::Local) => {
+                parts.extensions.insert(LocalCall);
+                parsed = Some(Arc::new(request));
+            }
+            Some(Rewrite::Replaced(rewritten)) => {
+                crate::rewrite::retarget_headers(&mut parts.headers, &rewritten.parsed);
+                bytes = rewritten.body;
+                parsed = Some(Arc::new(rewritten.parsed));
+            }
+        }
+    }
+    parts.extensions.insert(McpParsed);
+    if let Some(parsed) = &parsed {
+        if let Some(note) = parts.extensions.get::<crate::context::AuditNote>() {
+            note.parsed(parsed);
+        }
+        parts.extensions.insert(parsed.clone());
+    }
+    Ok((Request::from_parts(parts, Full::new(bytes)), parsed))
+}
+
+/// The inner service's answer, with the parsed request in its extensions.
+async fn answered<F, B, E>(
+    answer: F,
+    parsed: Option<Arc<ParsedMcpRequest>>,
+) -> Result<Response<Body>, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let mut response = answer.await?.map(Body::new);
+    if let Some(parsed) = parsed {
+        response.extensions_mut().insert(parsed);
+    }
+    Ok(response)
 }
 
 #[cfg(test)]
@@ -294,6 +324,21 @@ mod tests {
             body.contains("-32020") && body.contains(r#""id":3"#),
             "{body}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_still_arriving_is_awaited_and_parsed_alike() {
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        // Not there at the first poll: the read is awaited, not read now.
+        let late = futures::stream::once(async move {
+            tokio::task::yield_now().await;
+            Ok::<_, std::io::Error>(Bytes::from(body))
+        });
+        for body in [Body::from_stream(late), Body::from(body)] {
+            let request = Request::post("/mcp").body(body).unwrap();
+            let (status, body) = text(service().oneshot(request).await.unwrap()).await;
+            assert_eq!((status, body.as_str()), (StatusCode::OK, "true tools/list"));
+        }
     }
 
     #[tokio::test]
