@@ -194,7 +194,7 @@ where
         {
             return match prepared(parts, collected, self.rewrite.as_deref()) {
                 Ok((req, parsed)) => Box::pin(answered(self.inner.call(req), parsed)),
-                Err(refusal) => Box::pin(async move { Ok(refusal) }),
+                Err(refusal) => Box::pin(async move { Ok(*refusal) }),
             };
         }
         let clone = self.inner.clone();
@@ -203,7 +203,7 @@ where
         Box::pin(async move {
             match prepared(parts, collecting.await, rewrite.as_deref()) {
                 Ok((req, parsed)) => answered(inner.call(req), parsed).await,
-                Err(refusal) => Ok(refusal),
+                Err(refusal) => Ok(*refusal),
             }
         })
     }
@@ -216,7 +216,7 @@ fn prepared<E: Into<axum::BoxError>>(
     mut parts: http::request::Parts,
     collected: Result<http_body_util::Collected<Bytes>, E>,
     rewrite: Option<&dyn RequestRewrite>,
-) -> Result<(Request<Full<Bytes>>, Option<Arc<ParsedMcpRequest>>), Response<Body>> {
+) -> Result<(Request<Full<Bytes>>, Option<Arc<ParsedMcpRequest>>), Box<Response<Body>>> {
     let mut bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
@@ -226,17 +226,17 @@ fn prepared<E: Into<axum::BoxError>>(
             } else {
                 (StatusCode::BAD_REQUEST, "request body could not be read")
             };
-            return Err(jsonrpc::error_response(
+            return Err(Box::new(jsonrpc::error_response(
                 status,
                 None,
                 jsonrpc::INVALID_REQUEST,
                 message,
-            ));
+            )));
         }
     };
     let mut parsed = None;
     if parts.method == Method::POST {
-        let request = parse(&parts.headers, &bytes).map_err(|refusal| *refusal)?;
+        let request = parse(&parts.headers, &bytes)?;
         // After the header checks, which held for the request as sent.
         match rewrite.and_then(|r| r.rewrite(&request, &bytes)) {
             None => parsed = Some(Arc::new(request)),
