@@ -27,6 +27,7 @@ pub mod auth;
 pub mod authz;
 pub mod backend_enrichment;
 pub mod body;
+pub mod boxed;
 pub mod context;
 pub mod discovery;
 pub mod future;

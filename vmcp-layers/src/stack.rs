@@ -42,12 +42,12 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::boxed::SharedService;
 use axum::body::Body;
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::Full;
-use tower::util::BoxCloneSyncService;
 use tower::{Layer, Service, ServiceExt};
 use tower_http::body::Limited;
 
@@ -75,7 +75,7 @@ use crate::rewrite::RequestRewrite;
 use crate::telemetry::{MetricsAccess, Telemetry};
 
 /// The MCP service type inside the parsing step.
-pub type InnerService = BoxCloneSyncService<Request<Full<Bytes>>, Response<Body>, Infallible>;
+pub type InnerService = SharedService<Request<Full<Bytes>>, Response<Body>>;
 
 /// Assembles the layers in order; see the [module docs](self).
 pub struct StackBuilder {
@@ -433,41 +433,41 @@ where
     fn layer(&self, inner: S) -> VmcpStack {
         let l = &*self.inner;
         let mut svc: InnerService =
-            BoxCloneSyncService::new(inner.map_response(IntoResponse::into_response));
+            SharedService::new(inner.map_response(IntoResponse::into_response));
         #[cfg(feature = "cedar")]
         if l.authorizer.is_some() {
-            svc = BoxCloneSyncService::new(GateLayer::new().layer(svc));
+            svc = SharedService::new(GateLayer::new().layer(svc));
         }
         #[cfg(feature = "otel")]
         if let Some(telemetry) = &l.telemetry {
-            svc = BoxCloneSyncService::new(telemetry.layer().layer(svc));
+            svc = SharedService::new(telemetry.layer().layer(svc));
         }
         if l.enrich {
-            svc = BoxCloneSyncService::new(BackendEnrichmentLayer::new().layer(svc));
+            svc = SharedService::new(BackendEnrichmentLayer::new().layer(svc));
         }
         #[cfg(feature = "cedar")]
         if let Some(authorizer) = &l.authorizer {
-            svc = BoxCloneSyncService::new(AuthorizationLayer::new(authorizer.clone()).layer(svc));
+            svc = SharedService::new(AuthorizationLayer::new(authorizer.clone()).layer(svc));
             if l.discovery.is_some() {
-                svc = BoxCloneSyncService::new(AnnotationEnrichmentLayer::new().layer(svc));
+                svc = SharedService::new(AnnotationEnrichmentLayer::new().layer(svc));
             }
         }
         if let Some(discovery) = &l.discovery {
-            svc = BoxCloneSyncService::new(discovery.layer(svc));
+            svc = SharedService::new(discovery.layer(svc));
         }
-        type Outer = BoxCloneSyncService<Request<Limited<Body>>, Response<Body>, Infallible>;
+        type Outer = SharedService<Request<Limited<Body>>, Response<Body>>;
         let mut parse = McpParseLayer::new();
         if let Some(rewrite) = &l.rewrite {
             parse = parse.with_rewrite(rewrite.clone());
         }
         #[allow(unused_mut)]
-        let mut outer: Outer = BoxCloneSyncService::new(l.auth.layer(parse.layer(svc)));
+        let mut outer: Outer = SharedService::new(l.auth.layer(parse.layer(svc)));
         #[cfg(feature = "audit")]
         if let Some(audit) = &l.audit {
-            outer = BoxCloneSyncService::new(audit.layer(outer));
+            outer = SharedService::new(audit.layer(outer));
         }
         VmcpStack {
-            inner: BoxCloneSyncService::new(RecoveryLayer::new().layer(l.headers.layer(outer))),
+            inner: SharedService::new(RecoveryLayer::new().layer(l.headers.layer(outer))),
         }
     }
 }
@@ -475,7 +475,7 @@ where
 /// The service [`VmcpStackLayer`] produces.
 #[derive(Clone)]
 pub struct VmcpStack {
-    inner: BoxCloneSyncService<Request<Body>, Response<Body>, Infallible>,
+    inner: SharedService<Request<Body>, Response<Body>>,
 }
 
 impl std::fmt::Debug for VmcpStack {
@@ -491,9 +491,7 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = <BoxCloneSyncService<Request<Body>, Response<Body>, Infallible> as Service<
-        Request<Body>,
-    >>::Future;
+    type Future = <SharedService<Request<Body>, Response<Body>> as Service<Request<Body>>>::Future;
 
     fn poll_ready(
         &mut self,
@@ -584,7 +582,7 @@ mod tests {
     }
 
     fn echo() -> InnerService {
-        BoxCloneSyncService::new(tower::service_fn(|_req: Request<Full<Bytes>>| async {
+        SharedService::new(tower::service_fn(|_req: Request<Full<Bytes>>| async {
             Ok::<_, Infallible>(Response::new(Body::empty()))
         }))
     }
