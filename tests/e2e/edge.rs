@@ -1,3 +1,4 @@
+// Over 600 lines: one corpus of requests (most of the file is its cases) and the three tests that send it down both paths; one idea.
 //! The fast path (the `edge` module of vmcp-service) against rmcp's path: one corpus
 //! of valid and invalid 2026-07-28 requests sent to the same gateway mounted twice,
 //! once as `Vmcp::service()` and once with `without_fast_path()`. Every answer must
