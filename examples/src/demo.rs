@@ -293,12 +293,7 @@ impl ServerHandler for DemoBackend {
             "stamped" => {
                 let mut result = CallToolResult::success(vec![ContentBlock::text("stamped")]);
                 result.structured_content = Some(json!({"n": 1, "s": "é \"q\""}));
-                let meta = json!({
-                    "io.modelcontextprotocol/serverInfo": {"name": "forged", "version": "0"},
-                    "io.modelcontextprotocol/related-task": {"taskId": "t-1"},
-                    "demo/own": [1, 2],
-                });
-                result.meta = meta.as_object().cloned().map(rmcp::model::MetaObject);
+                result.meta = Some(stamped_meta());
                 return Ok(result.into());
             }
             other => format!("{}/{}", spec.name, other),
@@ -358,7 +353,12 @@ impl ServerHandler for DemoBackend {
             ));
         }
         let text = format!("{} from {}", params.uri, spec.name);
-        Ok(ReadResourceResult::new(vec![ResourceContents::text(text, params.uri)]).into())
+        let stamped = params.uri.ends_with("/stamped");
+        let mut result = ReadResourceResult::new(vec![ResourceContents::text(text, params.uri)]);
+        if stamped {
+            result.meta = Some(stamped_meta());
+        }
+        Ok(result.into())
     }
 
     async fn list_prompts(
@@ -398,7 +398,11 @@ impl ServerHandler for DemoBackend {
         }
         let topic = text_arg(&params.arguments.map(|a| a.into_iter().collect()), "topic");
         let text = format!("{} from {} about {}", params.name, spec.name, topic);
-        Ok(GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]).into())
+        let mut result = GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)]);
+        if params.name == "stamped" {
+            result.meta = Some(stamped_meta());
+        }
+        Ok(result.into())
     }
 
     async fn complete(
@@ -425,6 +429,18 @@ impl ServerHandler for DemoBackend {
             CompletionInfo::new(values).unwrap_or_default(),
         ))
     }
+}
+
+/// The `_meta` of the `stamped` tool's, prompt's and resource's results: keys of
+/// every kind, reserved ones a backend must not pass to the gateway's caller (a
+/// forged `serverInfo`), an end-to-end one and the backend's own.
+fn stamped_meta() -> rmcp::model::MetaObject {
+    let meta = json!({
+        "io.modelcontextprotocol/serverInfo": {"name": "forged", "version": "0"},
+        "io.modelcontextprotocol/related-task": {"taskId": "t-1"},
+        "demo/own": [1, 2],
+    });
+    rmcp::model::MetaObject(meta.as_object().cloned().unwrap_or_default())
 }
 
 /// A demo backend listening on loopback.

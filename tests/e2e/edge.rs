@@ -131,6 +131,20 @@ pub(super) fn corpus() -> Vec<Case> {
             true,
         ),
         case(
+            "prompts/get, reserved _meta in the result",
+            "prompts/get",
+            Some("gh_stamped"),
+            json!({"name": "gh_stamped"}),
+            true,
+        ),
+        case(
+            "resources/read, reserved _meta in the result",
+            "resources/read",
+            Some("demo://gh/stamped"),
+            json!({"uri": "demo://gh/stamped"}),
+            true,
+        ),
+        case(
             "completion/complete",
             "completion/complete",
             None,
@@ -512,8 +526,8 @@ pub(super) async fn send(url: &str, case: &Case) -> (u16, Value) {
 
 pub(super) async fn backend() -> RunningDemo {
     let mut spec = DemoSpec::new("gh", &["echo", "fail", "traceparent", "stamped", "other"]);
-    spec.prompts = vec!["brief".into()];
-    spec.resources = vec!["demo://gh/readme".into()];
+    spec.prompts = vec!["brief".into(), "stamped".into()];
+    spec.resources = vec!["demo://gh/readme".into(), "demo://gh/stamped".into()];
     spawn(spec, 0).await.expect("demo backend")
 }
 
@@ -613,37 +627,76 @@ async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
 
 /// A backend's result passes through the fast path as the backend wrote it (spliced,
 /// not re-read), except the reserved `_meta` keys that stop at the gateway: a forged
-/// `serverInfo` is dropped on both paths, the end-to-end and foreign keys stay.
+/// `serverInfo` is dropped on both paths, the end-to-end and foreign keys stay. The
+/// same for every verb with a result the backend writes: a tool's, a prompt's and a
+/// resource's.
 #[tokio::test]
 async fn a_backends_reserved_meta_stops_at_the_gateway_on_both_paths() {
     let paths = two_paths().await;
-    let stamped = case(
-        "stamped",
-        "tools/call",
-        Some("gh_stamped"),
-        json!({"name": "gh_stamped"}),
-        true,
-    );
-    for url in [&paths.fast_url, &paths.slow_url] {
-        let before = paths.fast.fast_path_answers();
-        let (status, message) = send(url, &stamped).await;
-        assert_eq!(status, 200, "{url}: {message}");
-        let result = &message["result"];
-        assert_eq!(result["resultType"], "complete", "{url}: {message}");
-        assert_eq!(result["content"][0]["text"], "stamped", "{url}: {message}");
-        assert_eq!(result["structuredContent"], json!({"n": 1, "s": "é \"q\""}));
-        let meta = &result["_meta"];
-        assert_ne!(
-            meta["io.modelcontextprotocol/serverInfo"]["name"], "forged",
-            "{url}: {message}"
-        );
-        assert_eq!(
-            meta["io.modelcontextprotocol/related-task"],
-            json!({"taskId": "t-1"})
-        );
-        assert_eq!(meta["demo/own"], json!([1, 2]), "{url}: {message}");
-        if *url == paths.fast_url {
-            assert_eq!(paths.fast.fast_path_answers(), before + 1, "served fast");
+    let stamped = [
+        case(
+            "tool",
+            "tools/call",
+            Some("gh_stamped"),
+            json!({"name": "gh_stamped"}),
+            true,
+        ),
+        case(
+            "prompt",
+            "prompts/get",
+            Some("gh_stamped"),
+            json!({"name": "gh_stamped"}),
+            true,
+        ),
+        case(
+            "resource",
+            "resources/read",
+            Some("demo://gh/stamped"),
+            json!({"uri": "demo://gh/stamped"}),
+            true,
+        ),
+    ];
+    for stamped in &stamped {
+        for url in [&paths.fast_url, &paths.slow_url] {
+            let what = format!("{} on {url}", stamped.name);
+            let before = paths.fast.fast_path_answers();
+            let (status, message) = send(url, stamped).await;
+            assert_eq!(status, 200, "{what}: {message}");
+            let result = &message["result"];
+            assert_eq!(result["resultType"], "complete", "{what}: {message}");
+            match stamped.name.as_str() {
+                "tool" => {
+                    assert_eq!(result["content"][0]["text"], "stamped", "{what}: {message}");
+                    assert_eq!(result["structuredContent"], json!({"n": 1, "s": "é \"q\""}));
+                }
+                "prompt" => assert_eq!(
+                    result["messages"][0]["content"]["text"], "stamped from gh about ",
+                    "{what}: {message}"
+                ),
+                _ => assert_eq!(
+                    result["contents"][0]["text"], "demo://gh/stamped from gh",
+                    "{what}: {message}"
+                ),
+            }
+            let meta = &result["_meta"];
+            assert!(meta.is_object(), "{what}: {message}");
+            assert_ne!(
+                meta["io.modelcontextprotocol/serverInfo"]["name"], "forged",
+                "{what}: a backend's serverInfo crossed the gateway: {message}"
+            );
+            assert_eq!(
+                meta["io.modelcontextprotocol/related-task"],
+                json!({"taskId": "t-1"}),
+                "{what}: {message}"
+            );
+            assert_eq!(meta["demo/own"], json!([1, 2]), "{what}: {message}");
+            if *url == paths.fast_url {
+                assert_eq!(
+                    paths.fast.fast_path_answers(),
+                    before + 1,
+                    "{what}: served fast"
+                );
+            }
         }
     }
 }

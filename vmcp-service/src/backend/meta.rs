@@ -5,7 +5,9 @@
 //! identity, and a client's `protocolVersion`/`clientCapabilities` must not reach a
 //! backend that negotiated something else. Only the end-to-end keys pass.
 
-use rmcp::model::{CallToolResponse, ClientCapabilities};
+use rmcp::model::{
+    CallToolResponse, ClientCapabilities, CompleteResult, GetPromptResponse, ReadResourceResponse,
+};
 use serde_json::{Map, Value};
 
 const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
@@ -37,22 +39,63 @@ pub fn strip_reserved(meta: &mut Map<String, Value>) {
     meta.retain(|key, _| crosses_gateway(key));
 }
 
-/// A backend's `tools/call` answer as the gateway may pass it on: reserved `_meta`
-/// of a complete result stripped. Every typed answer of a backend client goes
-/// through this (direct calls, bridged calls, composite steps); the spliced fast
-/// path applies the same [`crosses_gateway`] rule to the bytes.
-pub fn strip_result_meta(mut response: CallToolResponse) -> CallToolResponse {
-    if let CallToolResponse::Complete(result) = &mut response
-        && let Some(meta) = result.meta.as_mut()
-    {
-        strip_reserved(&mut meta.0);
+/// A backend's complete result as the gateway may pass it on: reserved `_meta`
+/// stripped. Every typed answer of a backend client goes through this, for every
+/// verb with a result (direct calls, bridged calls, composite steps, prompts,
+/// resource reads, completions); the spliced fast path applies the same
+/// [`crosses_gateway`] rule to the bytes (`backend::client::splice`).
+pub fn strip_result_meta<R: ResultMeta>(mut response: R) -> R {
+    if let Some(meta) = response.complete_meta() {
+        strip_reserved(meta);
     }
     response
+}
+
+/// A backend answer whose complete result may carry `_meta`. (An MRTR
+/// `input_required` answer is not a result the caller receives: the gateway
+/// answers it itself or bridges its requests.)
+pub trait ResultMeta {
+    /// The complete result's `_meta`, if it has one.
+    fn complete_meta(&mut self) -> Option<&mut Map<String, Value>>;
+}
+
+impl ResultMeta for CallToolResponse {
+    fn complete_meta(&mut self) -> Option<&mut Map<String, Value>> {
+        match self {
+            CallToolResponse::Complete(result) => result.meta.as_mut().map(|m| &mut m.0),
+            _ => None,
+        }
+    }
+}
+
+impl ResultMeta for GetPromptResponse {
+    fn complete_meta(&mut self) -> Option<&mut Map<String, Value>> {
+        match self {
+            GetPromptResponse::Complete(result) => result.meta.as_mut().map(|m| &mut m.0),
+            _ => None,
+        }
+    }
+}
+
+impl ResultMeta for ReadResourceResponse {
+    fn complete_meta(&mut self) -> Option<&mut Map<String, Value>> {
+        match self {
+            ReadResourceResponse::Complete(result) => result.meta.as_mut().map(|m| &mut m.0),
+            _ => None,
+        }
+    }
+}
+
+impl ResultMeta for CompleteResult {
+    fn complete_meta(&mut self) -> Option<&mut Map<String, Value>> {
+        self.meta.as_mut().map(|m| &mut m.0)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::{CallToolResult, GetPromptResult, ReadResourceResult};
     use serde_json::json;
 
     #[test]
@@ -91,5 +134,40 @@ mod tests {
                 "traceparent"
             ]
         );
+    }
+
+    #[test]
+    fn every_complete_result_kind_loses_its_reserved_meta() {
+        let meta = json!({"io.modelcontextprotocol/serverInfo": {"name": "forged"}, "own": 1});
+        let kept = |value: Value| value["_meta"].clone();
+        let with = |mut result: Value| {
+            result["_meta"] = meta.clone();
+            result
+        };
+        let prompt: GetPromptResult =
+            serde_json::from_value(with(json!({"messages": []}))).unwrap();
+        let read: ReadResourceResult =
+            serde_json::from_value(with(json!({"contents": []}))).unwrap();
+        let completion: CompleteResult =
+            serde_json::from_value(with(json!({"completion": {"values": []}}))).unwrap();
+        let call: CallToolResult = serde_json::from_value(with(json!({"content": []}))).unwrap();
+        let stripped = [
+            match strip_result_meta(GetPromptResponse::from(prompt)) {
+                GetPromptResponse::Complete(r) => serde_json::to_value(r).unwrap(),
+                _ => unreachable!(),
+            },
+            match strip_result_meta(ReadResourceResponse::from(read)) {
+                ReadResourceResponse::Complete(r) => serde_json::to_value(r).unwrap(),
+                _ => unreachable!(),
+            },
+            serde_json::to_value(strip_result_meta(completion)).unwrap(),
+            match strip_result_meta(CallToolResponse::from(call)) {
+                CallToolResponse::Complete(r) => serde_json::to_value(r).unwrap(),
+                _ => unreachable!(),
+            },
+        ];
+        for result in stripped {
+            assert_eq!(kept(result.clone()), json!({"own": 1}), "{result}");
+        }
     }
 }

@@ -173,6 +173,7 @@ impl BackendClient {
             }
         })
         .await
+        .map(meta::strip_result_meta)
     }
 
     /// `resources/read` of a URI this backend owns.
@@ -186,6 +187,7 @@ impl BackendClient {
             async move { conn.service.read_resource_once(params).await }
         })
         .await
+        .map(meta::strip_result_meta)
     }
 
     /// `completion/complete` for a prompt or template this backend owns.
@@ -199,6 +201,7 @@ impl BackendClient {
             async move { conn.service.complete(params).await }
         })
         .await
+        .map(meta::strip_result_meta)
     }
 }
 
