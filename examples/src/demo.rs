@@ -296,6 +296,13 @@ impl ServerHandler for DemoBackend {
                 result.meta = Some(stamped_meta());
                 return Ok(result.into());
             }
+            // Tool output that is not an object (SEP-2106): a caller before 2026-07-28
+            // gets it in the content instead.
+            "scalar" => {
+                let mut result = CallToolResult::success(vec![ContentBlock::text("scalar")]);
+                result.structured_content = Some(json!([1, "two"]));
+                return Ok(result.into());
+            }
             other => format!("{}/{}", spec.name, other),
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())

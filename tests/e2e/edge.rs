@@ -99,6 +99,13 @@ pub(super) fn corpus() -> Vec<Case> {
             json!({"name": "gh_stamped"}),
             true,
         ),
+        case(
+            "tools/call, non-object tool output",
+            "tools/call",
+            Some("gh_scalar"),
+            json!({"name": "gh_scalar"}),
+            true,
+        ),
         case("tools/list", "tools/list", None, json!({}), true),
         case("prompts/list", "prompts/list", None, json!({}), true),
         case("resources/list", "resources/list", None, json!({}), true),
@@ -525,7 +532,10 @@ pub(super) async fn send(url: &str, case: &Case) -> (u16, Value) {
 }
 
 pub(super) async fn backend() -> RunningDemo {
-    let mut spec = DemoSpec::new("gh", &["echo", "fail", "traceparent", "stamped", "other"]);
+    let mut spec = DemoSpec::new(
+        "gh",
+        &["echo", "fail", "traceparent", "stamped", "scalar", "other"],
+    );
     spec.prompts = vec!["brief".into(), "stamped".into()];
     spec.resources = vec!["demo://gh/readme".into(), "demo://gh/stamped".into()];
     spawn(spec, 0).await.expect("demo backend")

@@ -102,6 +102,30 @@ fn corpus() -> Vec<(Case, Session)> {
             true,
         ),
         case(
+            "tools/call, reserved _meta in the result",
+            "tools/call",
+            json!({"name": "gh_stamped"}),
+            true,
+        ),
+        case(
+            "tools/call, non-object tool output (moved into the content)",
+            "tools/call",
+            json!({"name": "gh_scalar"}),
+            true,
+        ),
+        case(
+            "prompts/get, reserved _meta in the result",
+            "prompts/get",
+            json!({"name": "gh_stamped"}),
+            true,
+        ),
+        case(
+            "resources/read, reserved _meta in the result",
+            "resources/read",
+            json!({"uri": "demo://gh/stamped"}),
+            true,
+        ),
+        case(
             "completion/complete",
             "completion/complete",
             json!({"ref": {"type": "ref/prompt", "name": "gh_brief"}, "argument": {"name": "topic", "value": "a"}}),

@@ -24,7 +24,7 @@ pub use client::{
     BackendCapabilities, BackendClient, BackendError, BackendEvent, BackendEventKind, CallBudget,
     OpenError,
 };
-pub(crate) use client::{CallAnswer, Received};
+pub(crate) use client::{CallAnswer, Peer, Received};
 pub use exchange::ExchangeError;
 pub use health::{
     BackendHealth, CallerKey, CircuitState, HealthSettings, HealthSnapshot, HealthStatus,

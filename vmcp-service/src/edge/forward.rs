@@ -16,7 +16,7 @@ use vmcp_layers::context::{Arguments, BackendCallScope, BackendCalls, ParsedMcpR
 use super::Edge;
 use crate::backend::meta::bridged_capabilities;
 use crate::backend::{
-    BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey, ClientCaps,
+    BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey, ClientCaps, Peer,
 };
 use crate::catalog::CacheHint;
 use crate::catalog::Catalog;
@@ -154,19 +154,15 @@ impl Edge {
         declare_caller(&mut params.meta, parsed);
         let call = Observed::start(calls, &backend, "tools/call", Some(&name), &mut params.meta);
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
-        // A 2025-11-25 session's answer is reshaped for its peer (`session`), so only
-        // a 2026-07-28 caller's complete result is passed on as the backend wrote it.
+        // A complete result is passed on as the backend wrote it, shaped for the
+        // caller's revision (`splice`); anything else is read and shaped here.
         let params = &params;
+        let peer = peer(legacy);
         let response = self
             .on_connection(&client, &origin, |client| async move {
-                if legacy {
-                    client
-                        .call_tool_borrowed(params, arguments, budget, None)
-                        .await
-                        .map(CallAnswer::Typed)
-                } else {
-                    client.call_tool_spliced(params, arguments, budget).await
-                }
+                client
+                    .call_tool_spliced(params, arguments, budget, peer)
+                    .await
             })
             .await;
         call.end(&response);
@@ -198,7 +194,7 @@ impl Edge {
         calls: Option<BackendCalls>,
         legacy: bool,
         origin: Origin,
-    ) -> Result<ServerResult, ErrorData> {
+    ) -> Result<Answer, ErrorData> {
         let name = parsed.name.clone().unwrap_or_default();
         let mut params = GetPromptRequestParams::new(name.clone());
         params.arguments = parsed.arguments.as_ref().map(|a| a.map().clone());
@@ -218,21 +214,24 @@ impl Edge {
         );
         let budget = origin.budget(self.aggregator.config().call_timeout(&backend));
         let params = &params;
+        let peer = peer(legacy);
         let response = self
             .on_connection(&client, &origin, |client| async move {
-                client.get_prompt(params.clone(), budget).await
+                client.get_prompt_spliced(params, budget, peer).await
             })
             .await;
         call.end(&response);
-        Ok(ServerResult::from(
-            match response.map_err(|e| client_error(e, legacy))? {
-                GetPromptResponse::Complete(mut result) => {
-                    result.result_type = Some(ResultType::COMPLETE);
-                    GetPromptResponse::Complete(result)
-                }
-                other => other,
-            },
-        ))
+        let response = match response.map_err(|e| client_error(e, legacy))? {
+            CallAnswer::Spliced(result) => return Ok(Answer::Spliced(result)),
+            CallAnswer::Typed(response) => response,
+        };
+        Ok(Answer::Typed(ServerResult::from(match response {
+            GetPromptResponse::Complete(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                GetPromptResponse::Complete(result)
+            }
+            other => other,
+        })))
     }
 
     pub(super) async fn read_resource(
@@ -315,6 +314,11 @@ impl Edge {
         result.result_type = Some(ResultType::COMPLETE);
         Ok(ServerResult::CompleteResult(result))
     }
+}
+
+/// Whom a spliced result is shaped for.
+fn peer(legacy: bool) -> Peer {
+    if legacy { Peer::Legacy } else { Peer::Modern }
 }
 
 /// The handler's mapping of backend failures, for a Modern or a Legacy client.

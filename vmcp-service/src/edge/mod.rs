@@ -438,8 +438,9 @@ impl Edge {
                             return self.call_tool(&parsed, tasks, calls, legacy, origin).await;
                         }
                         Verb::GetPrompt => {
-                            self.get_prompt(&catalog, &parsed, calls, legacy, origin)
-                                .await
+                            return self
+                                .get_prompt(&catalog, &parsed, calls, legacy, origin)
+                                .await;
                         }
                         Verb::ReadResource => {
                             self.read_resource(&catalog, &parsed, calls, filtered, legacy, origin)

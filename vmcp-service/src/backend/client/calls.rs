@@ -117,14 +117,15 @@ impl BackendClient {
         .map(meta::strip_result_meta)
     }
 
-    /// [`Self::call_tool`] for a 2026-07-28 caller: a complete result from the direct
-    /// path comes back as the caller's result bytes, spliced from the backend's
-    /// (see `splice`); anything else as rmcp's types.
+    /// [`Self::call_tool`] for the fast path: a complete result from the direct path
+    /// comes back as `peer`'s result bytes, spliced from the backend's (see
+    /// `splice`); anything else as rmcp's types.
     pub(crate) async fn call_tool_spliced(
         &self,
         params: &CallToolRequestParams,
         raw: Option<&RawValue>,
         budget: impl Into<CallBudget>,
+        peer: splice::Peer,
     ) -> Result<CallAnswer, BackendError> {
         self.run(budget.into(), |conn| async move {
             let Some(direct) = &conn.direct else {
@@ -133,9 +134,32 @@ impl BackendClient {
                 return Ok(CallAnswer::Typed(meta::strip_result_meta(response)));
             };
             let raw = direct.call_tool_raw(params, raw, None).await?;
-            match splice::complete_call_result(&raw) {
+            match splice::complete_result(splice::Kind::Call, peer, &raw) {
                 Some(result) => Ok(CallAnswer::Spliced(result)),
                 None => direct::call_response(raw.get())
+                    .map(|r| CallAnswer::Typed(meta::strip_result_meta(r))),
+            }
+        })
+        .await
+    }
+
+    /// [`Self::get_prompt`] for the fast path, spliced as
+    /// [`Self::call_tool_spliced`] splices.
+    pub(crate) async fn get_prompt_spliced(
+        &self,
+        params: &GetPromptRequestParams,
+        budget: impl Into<CallBudget>,
+        peer: splice::Peer,
+    ) -> Result<CallAnswer<GetPromptResponse>, BackendError> {
+        self.run(budget.into(), |conn| async move {
+            let Some(direct) = &conn.direct else {
+                let response = conn.service.get_prompt_once(params.clone()).await?;
+                return Ok(CallAnswer::Typed(meta::strip_result_meta(response)));
+            };
+            let raw = direct.get_prompt_raw(params, None).await?;
+            match splice::complete_result(splice::Kind::Prompt, peer, &raw) {
+                Some(result) => Ok(CallAnswer::Spliced(result)),
+                None => direct::prompt_response(raw.get())
                     .map(|r| CallAnswer::Typed(meta::strip_result_meta(r))),
             }
         })

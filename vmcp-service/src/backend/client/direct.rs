@@ -210,24 +210,29 @@ impl DirectHttp {
         params: &GetPromptRequestParams,
         relay: Option<&Relay>,
     ) -> Result<GetPromptResponse, ServiceError> {
+        let raw = self.get_prompt_raw(params, relay).await?;
+        prompt_response(raw.get())
+    }
+
+    /// [`Self::get_prompt`]'s answer as the backend wrote it.
+    pub(super) async fn get_prompt_raw(
+        &self,
+        params: &GetPromptRequestParams,
+        relay: Option<&Relay>,
+    ) -> Result<Box<RawValue>, ServiceError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (relayed, hop) = relayed_meta(params.meta.as_ref(), id, relay);
         let wire =
             RequestParams::prompt(params, &self.context).relayed(relayed.as_ref().map(|m| &m.0.0));
         let headers = self.headers("prompts/get", Some(&params.name));
-        let raw = self
-            .send(
-                "prompts/get",
-                id,
-                &wire,
-                headers,
-                relay.map(|r| (r, hop.as_ref())),
-            )
-            .await?;
-        if let Ok(result) = serde_json::from_str::<GetPromptResult>(raw.get()) {
-            return Ok(GetPromptResponse::Complete(result));
-        }
-        parse(raw.get()).map(GetPromptResponse::InputRequired)
+        self.send(
+            "prompts/get",
+            id,
+            &wire,
+            headers,
+            relay.map(|r| (r, hop.as_ref())),
+        )
+        .await
     }
 
     /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (SEP-2243).
@@ -550,6 +555,14 @@ fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, ServiceError> {
 
 /// A `tools/call` answer read as rmcp's client reads it: a result, an MRTR
 /// `input_required` or a task.
+/// A `prompts/get` answer: a prompt, or an MRTR `input_required`.
+pub(super) fn prompt_response(raw: &str) -> Result<GetPromptResponse, ServiceError> {
+    if let Ok(result) = serde_json::from_str::<GetPromptResult>(raw) {
+        return Ok(GetPromptResponse::Complete(result));
+    }
+    parse(raw).map(GetPromptResponse::InputRequired)
+}
+
 pub(super) fn call_response(raw: &str) -> Result<CallToolResponse, ServiceError> {
     if let Ok(result) = serde_json::from_str::<CallToolResult>(raw) {
         return Ok(CallToolResponse::Complete(result));

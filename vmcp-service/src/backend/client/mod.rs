@@ -45,16 +45,17 @@ pub(crate) use budget::Received;
 use direct::DirectHttp;
 pub use error::{BackendError, OpenError};
 use error::{is_session_expired, is_unreachable};
+pub(crate) use splice::Peer;
 
-/// A `tools/call` answer for a 2026-07-28 caller (see
-/// [`BackendClient::call_tool_spliced`]).
+/// A `tools/call` (or, with `T` = `GetPromptResponse`, `prompts/get`) answer for
+/// the fast path (see [`BackendClient::call_tool_spliced`]).
 // Returned once per call, as `CallToolResponse` was; boxing the typed side would
 // allocate on every answer that is not spliced.
 #[allow(clippy::large_enum_variant)]
-pub(crate) enum CallAnswer {
+pub(crate) enum CallAnswer<T = CallToolResponse> {
     /// A complete result, as the caller's `result` member.
     Spliced(Vec<u8>),
-    Typed(CallToolResponse),
+    Typed(T),
 }
 
 /// The 2026-07-28 error code for a request in a protocol version the server does not
