@@ -55,6 +55,7 @@ use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
 use crate::context::{CapabilityProvider, CatalogView, Discovered, Identity};
+use crate::future::poll_now;
 use crate::{jsonrpc, prerequisite};
 
 /// The default bound on one discovery.
@@ -214,19 +215,14 @@ where
         } else {
             None
         };
-        // The view is asked for now: at hand (cached, or a provider that answers at
-        // once), the inner service `poll_ready` readied is called here, with no
-        // clone of it (and of every boxed layer inside it) per request. Otherwise
-        // the same request for it is awaited.
+        // The view is asked for now (cached, or a provider that answers at once);
+        // otherwise the same request for it is awaited.
         let mut view = identity.map(|identity| {
             let shared = self.shared.clone();
             Box::pin(async move { shared.view(&identity).await })
         });
         if let Some(asked) = view.as_mut() {
-            match asked
-                .as_mut()
-                .poll(&mut Context::from_waker(std::task::Waker::noop()))
-            {
+            match poll_now(asked) {
                 Poll::Ready(Ok(found)) => {
                     req.extensions_mut().insert(Discovered(found));
                     view = None;

@@ -2,7 +2,8 @@
 //! refusal) or await the inner service, converting its body to [`Body`].
 //!
 //! Named instead of boxed, as tower-http does: no allocation per request, and the
-//! type shows in the service's signature.
+//! type shows in the service's signature. Also [`poll_now`], the one poll a layer
+//! makes to learn whether what it waits for is already at hand.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,6 +13,17 @@ use axum::body::Body;
 use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
+
+/// Polls `future` once, without a task to wake: whether it is ready now.
+///
+/// A layer that must await something before calling its inner service (a body, a
+/// view) asks first; when it is at hand, the inner service `poll_ready` readied is
+/// called at once, with no clone of it (and of every boxed layer inside it) per
+/// request. `Pending` means the same future is awaited later, in a task whose waker
+/// it registers then.
+pub(crate) fn poll_now<F: Future + Unpin>(future: &mut F) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(std::task::Waker::noop()))
+}
 
 pin_project! {
     /// Either the inner service's future or an answer the layer gave itself.

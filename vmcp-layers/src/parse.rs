@@ -35,6 +35,7 @@ use http_body_util::{BodyExt, Full};
 use tower::{Layer, Service};
 
 use crate::context::{ParseError, ParsedMcpRequest};
+use crate::future::poll_now;
 use crate::jsonrpc;
 use crate::prerequisite::McpParsed;
 use crate::rewrite::{LocalCall, RequestRewrite, Rewrite};
@@ -184,14 +185,9 @@ where
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
         let (parts, body) = req.into_parts();
         // A body already read to its end (a small request usually is) is parsed
-        // now and the inner service `poll_ready` readied is called here, with no
-        // clone of it (and of every boxed layer inside it) per request. Otherwise
-        // the same read is awaited.
+        // now; otherwise the same read is awaited.
         let mut collecting = Box::pin(body.collect());
-        if let Poll::Ready(collected) = collecting
-            .as_mut()
-            .poll(&mut Context::from_waker(std::task::Waker::noop()))
-        {
+        if let Poll::Ready(collected) = poll_now(&mut collecting) {
             return match prepared(parts, collected, self.rewrite.as_deref()) {
                 Ok((req, parsed)) => Box::pin(answered(self.inner.call(req), parsed)),
                 Err(refusal) => Box::pin(async move { Ok(*refusal) }),
@@ -209,14 +205,17 @@ where
     }
 }
 
+/// The request for the inner service, and what the parse found (`None` for a
+/// request that is not a POST).
+type Prepared = (Request<Full<Bytes>>, Option<Arc<ParsedMcpRequest>>);
+
 /// The request for the inner service from its read body: parsed (and rewritten)
 /// when a POST, with what the parse found in its extensions; or the refusal.
-#[allow(clippy::type_complexity)]
 fn prepared<E: Into<axum::BoxError>>(
     mut parts: http::request::Parts,
     collected: Result<http_body_util::Collected<Bytes>, E>,
     rewrite: Option<&dyn RequestRewrite>,
-) -> Result<(Request<Full<Bytes>>, Option<Arc<ParsedMcpRequest>>), Box<Response<Body>>> {
+) -> Result<Prepared, Box<Response<Body>>> {
     let mut bytes = match collected {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
