@@ -1,7 +1,7 @@
 //! The HTTP clients of a backend connection.
 //!
 //! rmcp's transports (connecting, lists, sessions, event streams) take a
-//! `reqwest::Client`. The direct path (`client/direct.rs`, forwarded 2026-07-28
+//! `reqwest::Client`. The direct path (`client/direct/`, forwarded 2026-07-28
 //! calls) sends one POST per call and needs none of reqwest's machinery: its
 //! redirect layer alone re-parses the request's URI into a `Url` on every request
 //! (reqwest's `TowerRedirectPolicy::on_request`, whatever the policy), and with its
