@@ -1,4 +1,4 @@
-// Over 600 lines: connecting, revision probing and the retry loop share the private Connection; the calls (calls.rs), events, errors, direct forwarding and subscriptions are split out; a tenth is tests.
+// Over 600 lines: connecting, revision probing and the retry loop share the private Connection; the calls (calls.rs), the connection's rmcp handler (handler.rs), events, errors, direct forwarding and subscriptions are split out; a tenth is tests.
 //! One backend: its long-lived MCP connection, revision, and the calls made on it.
 //!
 //! A [`BackendClient`] holds at most one live rmcp client connection. It is opened on
@@ -15,14 +15,14 @@ use rmcp::model::{
     CallToolResponse, ClientConfig, Implementation, Prompt, ProtocolVersion, Resource,
     ResourceTemplate, ServerCapabilities, Tool,
 };
-use rmcp::service::{NotificationContext, RequestContext, RunningService, ServiceError};
+use rmcp::service::{RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
+use rmcp::{ClientServiceExt, RoleClient};
 use tokio::sync::{Mutex, broadcast};
 use vmcp_layers::McpRevision;
 
-use super::bridge::{ClientCaps, sampling_declined};
+use super::bridge::ClientCaps;
 use super::credentials::{Credentials, HttpFactory};
 pub use super::event::{BackendEvent, BackendEventKind};
 use super::health::{BackendHealth, CallerKey, HealthSettings, Source};
@@ -30,11 +30,13 @@ use super::http_clients::BackendHttp;
 use super::sse::{SseClientConfig, SseClientTransport};
 use super::stdio::{ProcessStatus, SpawnError, Supervisor};
 use crate::config::{BackendConfig, Transport};
+use handler::EventForwarder;
 
 mod budget;
 mod calls;
 mod direct;
 mod error;
+mod handler;
 mod splice;
 mod subscriptions;
 mod tap;
@@ -86,80 +88,6 @@ pub struct BackendCapabilities {
     pub completions: bool,
     /// The SEP-2549 cache hints of its lists.
     pub hints: super::hints::ListHints,
-}
-
-/// The rmcp client handler of a backend connection: turns notifications into events.
-#[derive(Clone)]
-struct EventForwarder {
-    backend: Arc<str>,
-    events: broadcast::Sender<BackendEvent>,
-    info: ClientConfig,
-}
-
-impl EventForwarder {
-    fn emit(&self, kind: BackendEventKind) {
-        // No receiver is fine: nobody keeps derived state yet.
-        let _ = self.events.send(BackendEvent {
-            backend: self.backend.clone(),
-            kind,
-        });
-    }
-}
-
-#[allow(deprecated)] // Sampling and roots are deprecated by SEP-2577 but still served.
-impl ClientHandler for EventForwarder {
-    fn get_info(&self) -> ClientConfig {
-        self.info.clone()
-    }
-
-    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.emit(BackendEventKind::ToolsChanged);
-    }
-
-    async fn on_resource_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.emit(BackendEventKind::ResourcesChanged);
-    }
-
-    async fn on_prompt_list_changed(&self, _: NotificationContext<RoleClient>) {
-        self.emit(BackendEventKind::PromptsChanged);
-    }
-
-    async fn on_resource_updated(
-        &self,
-        params: rmcp::model::ResourceUpdatedNotificationParam,
-        _: NotificationContext<RoleClient>,
-    ) {
-        self.emit(BackendEventKind::ResourceUpdated(params.uri));
-    }
-
-    // Requests outside any relayed call (the session's GET stream, `roots/list` at
-    // connect time, a call without a relay) have no caller to ask: the gateway's
-    // policy answers them (`bridge::policy_answer`).
-
-    async fn create_message(
-        &self,
-        _: rmcp::model::CreateMessageRequestParams,
-        _: RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
-        Err(sampling_declined())
-    }
-
-    async fn list_roots(
-        &self,
-        _: RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
-        Ok(rmcp::model::ListRootsResult::default())
-    }
-
-    async fn create_elicitation(
-        &self,
-        _: rmcp::model::ElicitRequestParams,
-        _: RequestContext<RoleClient>,
-    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        Ok(rmcp::model::ElicitResult::new(
-            rmcp::model::ElicitationAction::Decline,
-        ))
-    }
 }
 
 /// An open connection and what was negotiated on it.
