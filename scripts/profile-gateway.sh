@@ -24,6 +24,11 @@
 #   callgrind (default)  instructions per request
 #   dhat                 heap allocations and bytes allocated per request (valgrind's DHAT)
 #   strace               system calls per request, in total and per call (strace -f -c)
+#
+# vmcp-bench is built with mimalloc, the bundled server's allocator (its `mimalloc`
+# feature). VMCP_PROFILE_ALLOCATOR=system builds it on the system allocator (glibc),
+# as an embedder that keeps the default gets; DHAT sees only the system allocator,
+# so `dhat` always builds that way.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,8 +56,16 @@ limit_flag=()
 arguments_flag=()
 [ -n "${VMCP_PROFILE_ARGUMENTS:-}" ] && arguments_flag=(--arguments "$VMCP_PROFILE_ARGUMENTS")
 
+ALLOCATOR="${VMCP_PROFILE_ALLOCATOR:-mimalloc}"
+[ "$TOOL" = dhat ] && ALLOCATOR=system
+case "$ALLOCATOR" in
+  mimalloc) feature_flag=() ;;
+  system) feature_flag=(--no-default-features) ;;
+  *) echo "VMCP_PROFILE_ALLOCATOR: mimalloc|system" >&2; exit 2 ;;
+esac
+
 # VMCP_BENCH_BIN: profile that binary as it is (e.g. a copy built before a change).
-[ -n "${VMCP_BENCH_BIN:-}" ] || cargo build --quiet --release -p vmcp-bench
+[ -n "${VMCP_BENCH_BIN:-}" ] || cargo build --quiet --release -p vmcp-bench "${feature_flag[@]}"
 mkdir -p "$OUT"
 
 # shellcheck source=scripts/bench-procs.sh

@@ -32,6 +32,11 @@
 //! client), `backend` (the in-process backend), `sys` (`/proc` accounting) and
 //! `profile` (the separate-process modes).
 
+/// The allocator the bundled `vmcp` server ships with (see `docs/benchmarks.md`).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod aggregation;
 mod backend;
 mod cli;

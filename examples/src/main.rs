@@ -2,6 +2,13 @@
 
 mod pins;
 
+/// mimalloc instead of the system allocator: a forwarded call allocates about 90
+/// times, and glibc's malloc and free cost it more than the gateway's own routing
+/// (docs/benchmarks.md, "The allocator"). Embedders choose their own.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
