@@ -264,16 +264,33 @@ async fn three_replicas_behind_haproxy_serve_one_session_through_a_kill() {
     // Never sent before the kill: only a replica alive now can deliver it.
     heard("heard-two", "sub://two").await;
 
-    // The record's TTL slides with the calls after the kill: read before them,
-    // and (the TTL only runs down otherwise) higher after.
-    let before_calls = pttl().await;
+    // The record's TTL slides with the calls after the kill: read before them with
+    // Redis's clock, and after them it has run down by less than the time passed.
+    // (Compared bare, a slide just before the first read could not show: the TTL is
+    // back under it before the next read.)
+    let pttl_at = || async {
+        let script = "local t = redis.call('TIME') \
+            return {redis.call('PTTL', KEYS[1]), t[1] * 1000 + math.floor(t[2] / 1000)}";
+        let out = redis.cli(&["EVAL", script, "1", &record]).await;
+        let read: Vec<i64> = out.lines().map(|l| l.trim().parse().unwrap()).collect();
+        assert_eq!(read.len(), 2, "PTTL and TIME: {out:?}");
+        (read[0], read[1])
+    };
+    let (before_calls, at) = pttl_at().await;
+    assert!(before_calls > 0, "PTTL {before_calls}");
     std::fs::write(dir.join("measured"), "1").unwrap();
     reached(&dir.join("called"), Duration::from_secs(60)).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-    while pttl().await <= before_calls {
+    loop {
+        let (now, now_at) = pttl_at().await;
+        // Both read in milliseconds, truncated: 2 ms of slack.
+        if now + (now_at - at) > before_calls + 2 {
+            break;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the record's TTL slid with use (from {before_calls})"
+            "the record's TTL slid with use (from {before_calls}, now {now}, {} ms on)",
+            now_at - at
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
