@@ -22,7 +22,18 @@ const ARGUMENTS_DEPTH: usize = 3;
 /// `body` decoded; with `RAW`, `params.arguments` is kept as the body's bytes when
 /// it is an object (anything else there is an error, left to the other decode).
 fn decode<const RAW: bool>(body: &[u8]) -> Result<Body<'_>, serde_json::Error> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    // One UTF-8 check of the whole body, instead of one per string (and per raw
+    // value) that a decode of bytes makes; a body that fails it is decoded as bytes,
+    // so its error is the one serde_json gives.
+    match std::str::from_utf8(body) {
+        Ok(text) => decode_from::<RAW, _>(serde_json::Deserializer::from_str(text)),
+        Err(_) => decode_from::<RAW, _>(serde_json::Deserializer::from_slice(body)),
+    }
+}
+
+fn decode_from<'de, const RAW: bool, R: serde_json::de::Read<'de>>(
+    mut deserializer: serde_json::Deserializer<R>,
+) -> Result<Body<'de>, serde_json::Error> {
     let decoded = BodySeed::<RAW>.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(decoded)
@@ -607,6 +618,23 @@ mod tests {
                 reference(body.as_bytes(), None, false),
                 "{body}"
             );
+        }
+    }
+
+    #[test]
+    fn parse_agrees_on_bodies_that_are_not_utf8() {
+        // A body is read as text after one UTF-8 check; one that fails it is read as
+        // bytes, and must fail as the value decoder does.
+        for body in [
+            &b"{\"method\":\"tools/call\",\"params\":{\"name\":\"\xff\"}}"[..],
+            b"{\"\xc3\":1}",
+            b"{\"params\":{\"arguments\":{\"a\":\"\xed\xa0\x80\"}}}",
+            b"{\"id\":1}\xff",
+            b"\xef\xbb\xbf{}",
+        ] {
+            let parsed = ParsedMcpRequest::parse(body, None, false);
+            assert!(parsed.is_err(), "{body:?}");
+            assert_eq!(parsed, reference(body, None, false), "{body:?}");
         }
     }
 

@@ -73,17 +73,23 @@ pub struct TemplateEntry {
     pub matcher: UriTemplate,
 }
 
+/// A name index of the catalog: foldhash, not SipHash, because every routed
+/// request looks a name up (twice for a call) and SipHash cost it about 190
+/// instructions a lookup; foldhash's per-map random seed keeps a backend's chosen
+/// names from being made to collide.
+type Index = HashMap<String, usize, foldhash::fast::RandomState>;
+
 /// The aggregated, conflict-resolved view.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     tools: Vec<ToolEntry>,
-    tool_index: HashMap<String, usize>,
+    tool_index: Index,
     advertised_tools: Vec<Tool>,
     prompts: Vec<PromptEntry>,
-    prompt_index: HashMap<String, usize>,
+    prompt_index: Index,
     advertised_prompts: Vec<Prompt>,
     resources: Vec<ResourceEntry>,
-    resource_index: HashMap<String, usize>,
+    resource_index: Index,
     advertised_resources: Vec<Resource>,
     templates: Vec<TemplateEntry>,
     advertised_templates: Vec<ResourceTemplate>,

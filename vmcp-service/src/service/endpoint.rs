@@ -232,12 +232,15 @@ where
                         Box::pin(inner.handle(Box::pin(req).await)).await
                     }
                     Ok((req, parsed)) => {
-                        let (req, parsed) = crate::optimizer::rewrite::bare(
-                            &shared.aggregator.config(),
-                            req,
-                            parsed,
-                        )
-                        .await;
+                        // Only with the optimizer on: awaiting the rewrite moved the
+                        // request and its parse in and out of its future on every call.
+                        let config = shared.aggregator.config();
+                        let (req, parsed) = if config.optimizer.is_some() {
+                            Box::pin(crate::optimizer::rewrite::bare(&config, req, parsed)).await
+                        } else {
+                            (req, parsed)
+                        };
+                        drop(config);
                         if let Some(refused) =
                             rate_limited(&shared.aggregator, req.extensions(), parsed.as_ref())
                                 .await

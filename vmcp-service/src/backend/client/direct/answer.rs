@@ -45,10 +45,19 @@ impl Envelope {
     }
 }
 
+/// The envelope of a message: read from text after one UTF-8 check of it (a read
+/// of bytes checks each string and raw value again); bytes that fail the check are
+/// read as bytes, so the error is serde_json's.
+pub(super) fn envelope(body: &[u8]) -> Result<Envelope, DirectError> {
+    Ok(match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text)?,
+        Err(_) => serde_json::from_slice(body)?,
+    })
+}
+
 /// The answer in a JSON body.
 pub(super) fn answer(body: &[u8], id: i64) -> Result<Option<Box<RawValue>>, ServiceError> {
-    let envelope: Envelope = serde_json::from_slice(body).map_err(DirectError::from)?;
-    envelope.into_answer(id)
+    envelope(body)?.into_answer(id)
 }
 
 fn parse<T: DeserializeOwned>(raw: &str) -> Result<T, ServiceError> {
@@ -125,6 +134,18 @@ mod tests {
         assert!(matches!(
             answer(b"not json", 1),
             Err(ServiceError::TransportSend(_))
+        ));
+        // Read as text after one UTF-8 check; bytes that fail it are still refused.
+        assert!(matches!(
+            answer(
+                b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"a\":\"\xff\"}}",
+                1
+            ),
+            Err(ServiceError::TransportSend(_))
+        ));
+        assert!(matches!(
+            envelope(b"{\"id\":1,\"result\":{\"a\":\"\xc3\"}}"),
+            Err(DirectError::Malformed(_))
         ));
     }
 

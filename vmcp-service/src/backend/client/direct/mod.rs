@@ -330,7 +330,7 @@ impl DirectHttp {
             let Some(data) = event.data.filter(|d| !d.trim().is_empty()) else {
                 continue; // priming event or keep-alive
             };
-            match self.message(data.as_bytes(), id, relay)? {
+            match self.message(&data, id, relay)? {
                 Step::Answer(result) => {
                     // MCP servers end a POST's stream after its answer, often in a
                     // write of its own. A body dropped before its end closes the
@@ -358,13 +358,13 @@ impl DirectHttp {
     /// message that is not ours).
     fn message(
         &self,
-        data: &[u8],
+        data: &str,
         id: i64,
         relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Step, ServiceError> {
-        let envelope: Envelope = serde_json::from_slice(data).map_err(DirectError::from)?;
+        let envelope: Envelope = serde_json::from_str(data).map_err(DirectError::from)?;
         if envelope.method.is_some() {
-            match serde_json::from_slice::<ServerJsonRpcMessage>(data) {
+            match serde_json::from_str::<ServerJsonRpcMessage>(data) {
                 Ok(ServerJsonRpcMessage::Notification(n)) if Relay::consumes(&n.notification) => {
                     if let Some(relayed) =
                         relay.and_then(|(relay, hop)| relay.translate(&n.notification, hop))
@@ -665,9 +665,9 @@ mod tests {
             Box::new(move |n| sink.lock().unwrap().push(n)),
         )
         .unwrap();
-        let note = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
         assert!(matches!(direct.message(note, 1, None).unwrap(), Step::Skip));
-        let answer = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+        let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
         assert!(matches!(
             direct.message(answer, 1, None).unwrap(),
             Step::Answer(_)
