@@ -562,8 +562,16 @@ impl Drop for TwoPaths {
 }
 
 pub(super) async fn two_paths() -> TwoPaths {
+    two_paths_with("").await
+}
+
+/// [`two_paths`] with `extra` appended to the gateway's YAML.
+pub(super) async fn two_paths_with(extra: &str) -> TwoPaths {
     let backend = backend().await;
-    let yaml = format!("backends: [{{name: gh, url: '{}'}}]", backend.url());
+    let yaml = format!(
+        "backends: [{{name: gh, url: '{}'}}]\n{extra}",
+        backend.url()
+    );
     let vmcp = Vmcp::start(config(&yaml)).await.expect("gateway starts");
     let fast = vmcp.service();
     let slow = vmcp.service().without_fast_path();
@@ -584,16 +592,32 @@ pub(super) async fn two_paths() -> TwoPaths {
 
 #[tokio::test]
 async fn fast_and_rmcp_paths_answer_the_corpus_alike() {
-    let paths = two_paths().await;
+    corpus_alike(&two_paths().await, &[]).await;
+}
+
+/// The corpus, generated malformed params included, for a backend whose connection
+/// is the caller's own (`passthroughHeaders`: the edge calls it on a per-caller
+/// connection instead of the shared one), with the header each caller sends.
+#[tokio::test]
+async fn the_corpus_answers_alike_on_a_per_caller_connection() {
+    let paths = two_paths_with("passthroughHeaders: [X-Tenant]\n").await;
+    corpus_alike(&paths, &[("x-tenant", "acme")]).await;
+}
+
+/// Send every case of [`corpus`] (plus `extra` headers) down both paths of `paths`:
+/// alike answers, and the fast path answering what it should.
+async fn corpus_alike(paths: &TwoPaths, extra: &[(&'static str, &str)]) {
     let TwoPaths {
         fast,
         slow,
         fast_url,
         slow_url,
         ..
-    } = &paths;
+    } = paths;
     let mut failures = Vec::new();
-    for case in corpus() {
+    for mut case in corpus() {
+        case.headers
+            .extend(extra.iter().map(|(name, value)| (*name, value.to_string())));
         let before = fast.fast_path_answers();
         let (fast_status, fast_message) = send(fast_url, &case).await;
         let took_fast = fast.fast_path_answers() > before;
