@@ -39,11 +39,16 @@ fn decode_from<'de, const RAW: bool, R: serde_json::de::Read<'de>>(
     Ok(decoded)
 }
 
+/// `key`'s value in `map`, by scanning (see [`ParsedMcpRequest::meta_value`]).
+pub(super) fn member<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Value> {
+    map.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+}
+
 impl ClientInfo {
     fn from_value(value: &Value) -> Option<Self> {
-        let name = value.get("name")?.as_str()?.to_owned();
-        let version = value
-            .get("version")
+        let value = value.as_object()?;
+        let name = member(value, "name")?.as_str()?.to_owned();
+        let version = member(value, "version")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
@@ -96,6 +101,7 @@ impl ParsedMcpRequest {
     ) -> Result<Self, ParseError> {
         let Members {
             id,
+            jsonrpc_2_0,
             method,
             params,
             rest,
@@ -141,11 +147,11 @@ impl ParsedMcpRequest {
         }
         let meta_version = meta
             .as_ref()
-            .and_then(|m| m.get(PROTOCOL_VERSION_META))
+            .and_then(|m| member(m, PROTOCOL_VERSION_META))
             .and_then(Value::as_str);
         let client = client_info.or_else(|| {
             meta.as_ref()
-                .and_then(|m| m.get(CLIENT_INFO_META))
+                .and_then(|m| member(m, CLIENT_INFO_META))
                 .and_then(ClientInfo::from_value)
         });
         let revision = if method == "initialize" || has_session {
@@ -164,6 +170,7 @@ impl ParsedMcpRequest {
             meta,
             client,
             revision: Some(revision),
+            jsonrpc_2_0,
             rest,
             params_rest: params,
         })
@@ -191,6 +198,8 @@ enum Body<'de> {
 #[derive(Default)]
 struct Members<'de> {
     id: Option<Value>,
+    /// `jsonrpc` is `"2.0"` (otherwise it is in `rest`).
+    jsonrpc_2_0: bool,
     /// `method`, when a string (otherwise it is in `rest`).
     method: Option<String>,
     params: ParamsMembers<'de>,
@@ -272,9 +281,20 @@ impl<'de, const RAW: bool> Visitor<'de> for BodySeed<RAW> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Body<'de>, A::Error> {
         let mut members = Members::default();
-        let (mut id, mut method, mut params) = (false, false, false);
+        let (mut id, mut jsonrpc, mut method, mut params) = (false, false, false, false);
         while let Some(Key(key)) = map.next_key()? {
             match key.as_ref() {
+                // Not into `rest` when it is what every request has: that map (and
+                // the member's key and value) would be built for nothing.
+                "jsonrpc" => {
+                    let Strict(value) = map.next_value()?;
+                    first(&mut jsonrpc, &key)?;
+                    if value.as_str() == Some("2.0") {
+                        members.jsonrpc_2_0 = true;
+                    } else {
+                        insert_new(&mut members.rest, key.into_owned(), value)?;
+                    }
+                }
                 "id" => {
                     let Strict(value) = map.next_value()?;
                     first(&mut id, &key)?;
@@ -473,6 +493,11 @@ mod tests {
             other => Err(other),
         };
         let method = take(&mut object, "method", string);
+        let jsonrpc_2_0 = take(&mut object, "jsonrpc", |value| match value {
+            Value::String(s) if s == "2.0" => Ok(()),
+            other => Err(other),
+        })
+        .is_some();
         let id = object.remove("id");
         let mut params = take(&mut object, "params", object_of).unwrap_or_default();
         let params = ParamsMembers {
@@ -484,6 +509,7 @@ mod tests {
         };
         let members = Members {
             id,
+            jsonrpc_2_0,
             method,
             params,
             rest: object,
@@ -524,6 +550,7 @@ mod tests {
                 "ref/resource",
                 "2026-07-28",
                 "2025-11-25",
+                "2.0",
                 "io.modelcontextprotocol/protocolVersion",
                 "a\\\"b",
                 "",

@@ -146,9 +146,13 @@ pub struct ParsedMcpRequest {
     /// `io.modelcontextprotocol/protocolVersion` `_meta` key or a Modern
     /// `MCP-Protocol-Version` header without a session; Legacy otherwise.
     pub revision: Option<McpRevision>,
-    /// The top-level members not taken into the fields above: `jsonrpc`, anything
-    /// unexpected, and `method` or `params` when they have an unexpected type. Kept
-    /// so a consumer can tell a plain request from an odd one without a second parse.
+    /// Whether `jsonrpc` is `"2.0"`, as in every JSON-RPC 2.0 message; it is then
+    /// not in `rest`.
+    pub jsonrpc_2_0: bool,
+    /// The top-level members not taken into the fields above: anything unexpected
+    /// (`jsonrpc` when it is not `"2.0"`, `result`, `error`), and `method` or `params`
+    /// when they have an unexpected type. Kept so a consumer can tell a plain
+    /// request from an odd one without a second parse.
     pub rest: Map<String, Value>,
     /// The members of `params` not taken into the fields above (`cursor`, `ref`,
     /// `argument`, ...), and `name`, `uri`, `arguments` or `_meta` when they have an
@@ -188,10 +192,14 @@ pub struct ClientInfo {
 impl ParsedMcpRequest {
     /// The `_meta` protocol version of a Modern request.
     pub fn meta_protocol_version(&self) -> Option<&str> {
-        self.meta
-            .as_ref()
-            .and_then(|m| m.get(decode::PROTOCOL_VERSION_META))
+        self.meta_value(decode::PROTOCOL_VERSION_META)
             .and_then(Value::as_str)
+    }
+
+    /// `key`'s value in `params._meta`. By scanning, not hashing: a `_meta` has a
+    /// few keys, and comparing them costs less than hashing the long reserved key.
+    pub fn meta_value(&self, key: &str) -> Option<&Value> {
+        decode::member(self.meta.as_ref()?, key)
     }
 
     /// The name a request targets: the tool or prompt name, or the resource URI.

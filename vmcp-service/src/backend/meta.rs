@@ -34,6 +34,11 @@ pub fn bridged_capabilities(declared: ClientCapabilities) -> ClientCapabilities 
     hop
 }
 
+/// The members of declared client capabilities that [`bridged_capabilities`]
+/// keeps, as they are written: declared capabilities without any of them bridge
+/// to none.
+pub const BRIDGED_CAPABILITIES: [&str; 3] = ["elicitation", "sampling", "roots"];
+
 /// Remove every reserved key except the end-to-end ones.
 pub fn strip_reserved(meta: &mut Map<String, Value>) {
     meta.retain(|key, _| crosses_gateway(key));

@@ -130,8 +130,16 @@ impl DoorChecks {
 
 /// Both media types listed, with no parameters (a `q` weight could exclude one).
 fn accepts_json_and_events(headers: &HeaderMap) -> bool {
+    let values = headers.get_all(header::ACCEPT);
+    // What MCP clients send, compared whole before it is taken apart.
+    let mut each = values.iter();
+    if let (Some(only), None) = (each.next(), each.next())
+        && only.as_bytes() == b"application/json, text/event-stream"
+    {
+        return true;
+    }
     let (mut json, mut events) = (false, false);
-    for value in headers.get_all(header::ACCEPT) {
+    for value in values {
         let Ok(value) = value.to_str() else {
             return false;
         };
@@ -210,9 +218,19 @@ pub(super) fn plain_meta(meta: &Map<String, Value>) -> Option<bool> {
     for (key, value) in meta {
         match key.as_str() {
             PROTOCOL_VERSION => {}
+            // What clients send, recognized without building rmcp's types: empty
+            // capabilities, and client info of a name and a version.
             CLIENT_CAPABILITIES => {
-                capabilities = Some(ClientCapabilities::deserialize(value).ok()?);
+                capabilities = Some(match value {
+                    Value::Object(declared) if declared.is_empty() => {
+                        ClientCapabilities::default().supports_tasks()
+                    }
+                    _ => ClientCapabilities::deserialize(value)
+                        .ok()?
+                        .supports_tasks(),
+                });
             }
+            CLIENT_INFO if name_and_version(value) => {}
             CLIENT_INFO => {
                 Implementation::deserialize(value).ok()?;
             }
@@ -221,7 +239,18 @@ pub(super) fn plain_meta(meta: &Map<String, Value>) -> Option<bool> {
             _ => {}
         }
     }
-    Some(capabilities?.supports_tasks())
+    capabilities
+}
+
+/// A client info of exactly a string `name` and a string `version`: valid
+/// `Implementation`s (every other member is optional).
+fn name_and_version(value: &Value) -> bool {
+    value.as_object().is_some_and(|info| {
+        info.len() == 2
+            && info
+                .iter()
+                .all(|(key, value)| matches!(key.as_str(), "name" | "version") && value.is_string())
+    })
 }
 
 /// Whether a tool's schema promotes arguments to `Mcp-Param-*` headers anywhere

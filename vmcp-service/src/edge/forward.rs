@@ -10,11 +10,12 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, RequestMetaObject, ResultType, ServerResult,
 };
 use serde::Deserialize;
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 use vmcp_layers::context::{Arguments, BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
-use crate::backend::meta::bridged_capabilities;
+use crate::backend::meta::{BRIDGED_CAPABILITIES, bridged_capabilities};
 use crate::backend::{
     BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey, ClientCaps, Peer,
 };
@@ -25,15 +26,28 @@ use crate::router::{self, Routed};
 /// Declare the caller's own client capabilities (admitted requests carry them) on
 /// the backend hop, as the handler does (SEP-2322).
 fn declare_caller(meta: &mut Option<RequestMetaObject>, parsed: &ParsedMcpRequest) {
-    let declared = parsed
-        .meta
-        .as_ref()
-        .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+    let declared = parsed.meta_value(CLIENT_CAPABILITIES);
+    let meta = meta.get_or_insert_default();
+    // Declared capabilities with nothing to bridge (what most callers declare) bridge
+    // to none: the empty object, without a round trip through rmcp's type.
+    if declared.is_none_or(|declared| {
+        declared
+            .as_object()
+            .is_some_and(|d| !d.keys().any(|k| BRIDGED_CAPABILITIES.contains(&k.as_str())))
+    }) {
+        meta.0
+            .0
+            .insert(CLIENT_CAPABILITIES.to_owned(), Value::Object(Map::new()));
+        return;
+    }
+    let declared = declared
         .and_then(|v| ClientCapabilities::deserialize(v).ok())
         .unwrap_or_default();
-    meta.get_or_insert_default()
-        .set_client_capabilities(bridged_capabilities(declared));
+    meta.set_client_capabilities(bridged_capabilities(declared));
 }
+
+/// The `_meta` key of a request's client capabilities.
+const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// An answer's result: rmcp's, or the caller's result bytes spliced from the
 /// backend's.
@@ -354,6 +368,50 @@ impl Observed {
         if let Some(scope) = self.0 {
             let error = result.as_ref().err().map(ToString::to_string);
             scope.end(error.as_deref());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// What `declare_caller` declared before it recognized capabilities with
+    /// nothing to bridge: rmcp's type, there and back.
+    fn through_rmcp(declared: Option<&Value>) -> Option<RequestMetaObject> {
+        let declared = declared
+            .and_then(|v| ClientCapabilities::deserialize(v).ok())
+            .unwrap_or_default();
+        let mut meta = RequestMetaObject::default();
+        meta.set_client_capabilities(bridged_capabilities(declared));
+        Some(meta)
+    }
+
+    #[test]
+    fn declared_capabilities_bridge_as_through_rmcps_type() {
+        let cases = [
+            None,
+            Some(json!({})),
+            Some(json!({"tasks": {"requests": {}}, "experimental": {}})),
+            Some(json!({"tasks": 5})),
+            Some(json!({"elicitation": {}})),
+            Some(json!({"sampling": {}, "roots": {"listChanged": true}, "tasks": {}})),
+            Some(json!({"roots": "not an object"})),
+            Some(json!(5)),
+            Some(json!(null)),
+        ];
+        for declared in cases {
+            let mut parsed = ParsedMcpRequest::default();
+            if let Some(declared) = &declared {
+                let mut meta = Map::new();
+                meta.insert(CLIENT_CAPABILITIES.to_owned(), declared.clone());
+                parsed.meta = Some(meta);
+            }
+            let mut meta = None;
+            declare_caller(&mut meta, &parsed);
+            assert_eq!(meta, through_rmcp(declared.as_ref()), "{declared:?}");
         }
     }
 }

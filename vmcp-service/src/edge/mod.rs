@@ -56,7 +56,7 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rmcp::model::{ErrorCode, NumberOrString, ServerJsonRpcMessage, ServerResult};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use vmcp_layers::context::{
     AdmissionHandle, BackendCalls, ListKind, McpRevision, ParsedMcpRequest,
 };
@@ -244,7 +244,7 @@ impl Edge {
             Value::Number(n) => NumberOrString::Number(n.as_i64()?),
             _ => return None,
         };
-        if !plain_envelope(&parsed.rest) {
+        if !(parsed.jsonrpc_2_0 && parsed.rest.is_empty()) {
             return None;
         }
         let has_session = req.headers().contains_key(checks::MCP_SESSION_ID);
@@ -505,10 +505,6 @@ impl Edge {
 }
 
 /// Only `jsonrpc: "2.0"` besides `id`, `method` and `params`.
-fn plain_envelope(rest: &Map<String, Value>) -> bool {
-    rest.len() == 1 && rest.get("jsonrpc").and_then(Value::as_str) == Some("2.0")
-}
-
 /// rmcp's HTTP status for a 2026-07-28 answer (its `jsonrpc_http_status`; admitted
 /// requests have well-formed `_meta`, so -32602 stays in-band).
 fn status_of(message: &ServerJsonRpcMessage) -> StatusCode {

@@ -81,7 +81,7 @@ pub(super) fn add_param_headers(
 }
 
 /// A header value as SEP-2243 sends it: Base64-wrapped when it cannot travel bare.
-pub(super) fn encode_header_value(value: &str) -> String {
+pub(super) fn encode_header_value(value: &str) -> std::borrow::Cow<'_, str> {
     let bytes = value.as_bytes();
     let needs_base64 = !value.is_empty()
         && (matches!(bytes.first(), Some(b' ' | b'\t'))
@@ -93,8 +93,9 @@ pub(super) fn encode_header_value(value: &str) -> String {
             "{BASE64_HEADER_PREFIX}{}{BASE64_HEADER_SUFFIX}",
             BASE64_STANDARD.encode(value)
         )
+        .into()
     } else {
-        value.to_owned()
+        value.into()
     }
 }
 

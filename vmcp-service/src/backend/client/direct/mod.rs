@@ -94,7 +94,9 @@ pub(super) struct DirectHttp {
     http: DirectClient,
     /// Parsed once, at connect.
     url: http::Uri,
-    version: HeaderValue,
+    /// The headers every request carries (`Accept`, `Content-Type`,
+    /// `MCP-Protocol-Version`, `Host`), built once: each request clones them.
+    common: http::HeaderMap,
     /// The SEP-2575 client context rmcp's client puts in every request's `_meta`.
     context: Context,
     next_id: AtomicI64,
@@ -116,10 +118,25 @@ impl DirectHttp {
         capabilities: ClientCapabilities,
         notify: Box<dyn Fn(ServerNotification) + Send + Sync>,
     ) -> Option<Self> {
+        let url: http::Uri = uri.parse().ok()?;
+        let mut common = http::HeaderMap::with_capacity(6);
+        common.insert(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
+        common.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        common.insert(
+            HeaderName::from_static(LOWER_PROTOCOL_VERSION),
+            HeaderValue::from_str(version.as_str()).ok()?,
+        );
+        // As `DirectClient::post` would add it to each request.
+        if let Some(host) = url
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+        {
+            common.insert(http::header::HOST, host);
+        }
         Some(Self {
             http,
-            url: uri.parse().ok()?,
-            version: HeaderValue::from_str(version.as_str()).ok()?,
+            url,
+            common,
             context: Context::new(
                 &RequestMetaObject::with_client_context(version, info, capabilities)
                     .0
@@ -230,13 +247,7 @@ impl DirectHttp {
 
     /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` (SEP-2243).
     fn headers(&self, method: &'static str, name: Option<&str>) -> http::HeaderMap {
-        let mut headers = http::HeaderMap::with_capacity(6);
-        headers.insert(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH));
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            HeaderName::from_static(LOWER_PROTOCOL_VERSION),
-            self.version.clone(),
-        );
+        let mut headers = self.common.clone();
         headers.insert(
             HeaderName::from_static(LOWER_METHOD),
             HeaderValue::from_static(method),
