@@ -36,7 +36,7 @@ use rmcp::service::ServiceError;
 use rmcp::transport::DynamicTransportError;
 use serde_json::value::RawValue;
 
-use super::wire::{Context, Outgoing, RequestParams};
+use super::wire::{self, Context, RequestParams};
 use crate::backend::http_clients::{DirectClient, DirectHttpError, PooledBody};
 use crate::backend::relay::{Relay, Relayed};
 use answer::{Envelope, answer};
@@ -265,17 +265,11 @@ impl DirectHttp {
         &self,
         method: &'static str,
         id: i64,
-        params: &impl serde::Serialize,
+        params: &RequestParams<'_>,
         headers: http::HeaderMap,
         relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let body = serde_json::to_vec(&Outgoing {
-            jsonrpc: "2.0",
-            id,
-            method,
-            params,
-        })
-        .map_err(DirectError::from)?;
+        let body = wire::request(id, method, params);
         let response = self
             .http
             .post(&self.url, headers, body)
@@ -706,7 +700,9 @@ mod tests {
         // The `_meta` a prompts/get sends, as written on the wire.
         let sent_meta = |params: &GetPromptRequestParams| {
             let wire = RequestParams::prompt(params, &direct.context);
-            serde_json::to_value(&wire).unwrap()["_meta"].take()
+            let body: serde_json::Value =
+                serde_json::from_slice(&wire::request(1, "prompts/get", &wire)).unwrap();
+            body["params"]["_meta"].clone()
         };
         let plain = sent_meta(&GetPromptRequestParams::new("p"));
         assert_eq!(plain[CLIENT_CAPABILITIES], json!({"roots": {}}));
