@@ -15,7 +15,7 @@ use vmcp_layers::context::ParsedMcpRequest;
 /// The only protocol version served here.
 const MODERN: &str = "2026-07-28";
 const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(super) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
 

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 use vmcp_layers::context::{Arguments, BackendCallScope, BackendCalls, ParsedMcpRequest};
 
 use super::Edge;
+use super::checks::CLIENT_CAPABILITIES;
 use crate::backend::meta::{BRIDGED_CAPABILITIES, bridged_capabilities};
 use crate::backend::{
     BackendClient, BackendError, CallAnswer, CallBudget, Caller, CallerKey, ClientCaps, Peer,
@@ -45,9 +46,6 @@ fn declare_caller(meta: &mut Option<RequestMetaObject>, parsed: &ParsedMcpReques
         .unwrap_or_default();
     meta.set_client_capabilities(bridged_capabilities(declared));
 }
-
-/// The `_meta` key of a request's client capabilities.
-const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
 /// An answer's result: rmcp's, or the caller's result bytes spliced from the
 /// backend's.

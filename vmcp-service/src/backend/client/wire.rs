@@ -17,28 +17,26 @@ pub(super) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapa
 
 /// The JSON-RPC request `method` with `params`, as the bytes of its body. `method`
 /// is one of the client's own constants, which need no escaping.
-pub(super) fn request(id: i64, method: &'static str, params: &RequestParams<'_>) -> Vec<u8> {
+pub(super) fn request(
+    id: i64,
+    method: &'static str,
+    params: &RequestParams<'_>,
+) -> serde_json::Result<Vec<u8>> {
     debug_assert!(!method.contains(['"', '\\']));
     let mut out = Vec::with_capacity(256 + params.arguments.map_or(0, Arguments::len));
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    json(&mut out, &id);
+    json(&mut out, &id)?;
     out.extend_from_slice(br#","method":""#);
     out.extend_from_slice(method.as_bytes());
     out.extend_from_slice(br#"","params":"#);
-    params.write(&mut out);
+    params.write(&mut out)?;
     out.push(b'}');
-    out
+    Ok(out)
 }
 
-/// `value` as JSON onto `out`. Values of JSON types (and rmcp's params) always
-/// serialize; were one not to, `null` is written in its place rather than a
-/// broken body.
-fn json(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) {
-    let at = out.len();
-    if serde_json::to_writer(&mut *out, value).is_err() {
-        out.truncate(at);
-        out.extend_from_slice(b"null");
-    }
+/// `value` as JSON onto `out`.
+fn json(out: &mut Vec<u8>, value: &(impl Serialize + ?Sized)) -> serde_json::Result<()> {
+    serde_json::to_writer(out, value)
 }
 
 /// `tools/call` or `prompts/get` params with the connection's client context in
@@ -156,38 +154,42 @@ impl Arguments<'_> {
         }
     }
 
-    fn write(self, out: &mut Vec<u8>) {
+    fn write(self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         match self {
             Arguments::Map(map) => json(out, map),
-            Arguments::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            Arguments::Raw(raw) => {
+                out.extend_from_slice(raw.get().as_bytes());
+                Ok(())
+            }
         }
     }
 }
 
 impl RequestParams<'_> {
     /// The params object onto `out`, members in rmcp's order.
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.extend_from_slice(br#"{"_meta":"#);
         MetaWithContext {
             own: self.meta,
             context: self.context,
         }
-        .write(out);
+        .write(out)?;
         out.extend_from_slice(br#","name":"#);
-        json(out, self.name);
+        json(out, self.name)?;
         if let Some(arguments) = self.arguments {
             out.extend_from_slice(br#","arguments":"#);
-            arguments.write(out);
+            arguments.write(out)?;
         }
         if let Some(responses) = self.input_responses {
             out.extend_from_slice(br#","inputResponses":"#);
-            json(out, responses);
+            json(out, responses)?;
         }
         if let Some(state) = self.request_state {
             out.extend_from_slice(br#","requestState":"#);
-            json(out, state);
+            json(out, state)?;
         }
         out.push(b'}');
+        Ok(())
     }
 }
 
@@ -209,7 +211,7 @@ fn find<'m>(map: &'m JsonObject, key: &str) -> Option<&'m Value> {
 }
 
 impl MetaWithContext<'_> {
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
         out.push(b'{');
         let mut first = true;
         let mut comma = |out: &mut Vec<u8>| {
@@ -225,10 +227,10 @@ impl MetaWithContext<'_> {
                 _ => {
                     match entry {
                         Some(entry) => out.extend_from_slice(entry.key_json.get().as_bytes()),
-                        None => json(out, key),
+                        None => json(out, key)?,
                     }
                     out.push(b':');
-                    json(out, value);
+                    json(out, value)?;
                 }
             }
         }
@@ -239,6 +241,7 @@ impl MetaWithContext<'_> {
             }
         }
         out.push(b'}');
+        Ok(())
     }
 }
 
@@ -264,7 +267,7 @@ mod tests {
 
     fn on_wire(params: &RequestParams<'_>) -> String {
         let mut out = Vec::new();
-        params.write(&mut out);
+        params.write(&mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -335,7 +338,8 @@ mod tests {
             -42,
             "tools/call",
             &RequestParams::call(&params, &Context::new(&context)),
-        );
+        )
+        .unwrap();
         let text = std::str::from_utf8(&body).unwrap();
         let expected = format!(
             r#"{{"jsonrpc":"2.0","id":-42,"method":"tools/call","params":{}}}"#,

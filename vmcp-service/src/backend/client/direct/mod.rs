@@ -269,7 +269,7 @@ impl DirectHttp {
         headers: http::HeaderMap,
         relay: Option<(&Relay, Option<&ProgressToken>)>,
     ) -> Result<Box<RawValue>, ServiceError> {
-        let body = wire::request(id, method, params);
+        let body = wire::request(id, method, params).map_err(DirectError::from)?;
         let response = self
             .http
             .post(&self.url, headers, body)
@@ -701,7 +701,7 @@ mod tests {
         let sent_meta = |params: &GetPromptRequestParams| {
             let wire = RequestParams::prompt(params, &direct.context);
             let body: serde_json::Value =
-                serde_json::from_slice(&wire::request(1, "prompts/get", &wire)).unwrap();
+                serde_json::from_slice(&wire::request(1, "prompts/get", &wire).unwrap()).unwrap();
             body["params"]["_meta"].clone()
         };
         let plain = sent_meta(&GetPromptRequestParams::new("p"));
