@@ -2,13 +2,14 @@
 # Instructions the gateway executes per request, counted by valgrind's callgrind (exact and
 # repeatable, unlike wall-clock figures on a shared 2-core machine).
 #
-#   scripts/profile-gateway.sh [legacy|modern] [call|list] [REQUESTS] [bare|stack]
+#   scripts/profile-gateway.sh [legacy|modern] [call|list] [REQUESTS] [bare|stack|exchange]
 #   # default: modern call 2000 bare
 #
 # The benchmark backend and the load driver run natively; only the gateway (`vmcp-bench
 # serve-gateway`) runs under callgrind: the bare aggregating service in axum, variant (b),
 # or with `stack` the full layer stack of variant (c) (bench/src/stack.rs), whose bearer
-# token the gateway prints and the driver sends. It is run twice,
+# token the gateway prints and the driver sends; `exchange` is that stack with the backend's
+# outgoing auth a token exchange against an in-process endpoint, variant (x). It is run twice,
 # with 200 and with 200+REQUESTS requests, and the difference divided by REQUESTS is the cost of
 # one request with startup and connection set-up cancelled out. The second run's profile is
 # kept in $CARGO_TARGET_DIR/profile/ for callgrind_annotate. Needs valgrind. Set
@@ -18,7 +19,9 @@
 # --rate-limit`: three buckets per tools/call, never exhausted); the difference to a
 # run without it is the limiter's cost per request. Set VMCP_PROFILE_ARGUMENTS to a JSON
 # object to call with it instead of `{"text":"hello"}` (a large one shows what the
-# arguments cost).
+# arguments cost). Set VMCP_PROFILE_EXTRA_YAML to a file appended to the gateway's
+# configuration (`serve-gateway --extra-yaml`; for example `passthroughHeaders: [X-Tenant]`,
+# which puts each caller on its own backend connection).
 #
 # VMCP_PROFILE_TOOL picks what is counted, the same way (two runs, the difference):
 #   callgrind (default)  instructions per request
@@ -50,9 +53,16 @@ case "$TOOL" in
 esac
 case "$REVISION" in legacy) rev_flag=(--legacy) ;; modern) rev_flag=() ;; *) echo "revision: legacy|modern" >&2; exit 2 ;; esac
 case "$OP" in call) op_flag=() ;; list) op_flag=(--list) ;; *) echo "op: call|list" >&2; exit 2 ;; esac
-case "$VARIANT" in bare) stack_flag=() ;; stack) stack_flag=(--stack) ;; *) echo "variant: bare|stack" >&2; exit 2 ;; esac
+case "$VARIANT" in
+  bare) stack_flag=() ;;
+  stack) stack_flag=(--stack) ;;
+  exchange) stack_flag=(--exchange) ;;
+  *) echo "variant: bare|stack|exchange" >&2; exit 2 ;;
+esac
 limit_flag=()
 [ "${VMCP_PROFILE_RATE_LIMIT:-0}" = 1 ] && limit_flag=(--rate-limit)
+extra_flag=()
+[ -n "${VMCP_PROFILE_EXTRA_YAML:-}" ] && extra_flag=(--extra-yaml "$VMCP_PROFILE_EXTRA_YAML")
 arguments_flag=()
 [ -n "${VMCP_PROFILE_ARGUMENTS:-}" ] && arguments_flag=(--arguments "$VMCP_PROFILE_ARGUMENTS")
 
@@ -86,13 +96,13 @@ measure() {
     strace) runner=(strace -f -c -o "$file") ;;
   esac
   "${runner[@]}" "$BENCH" serve-gateway "$backend_url" \
-    "${stack_flag[@]}" "${limit_flag[@]}" >"$OUT/gateway-$n.log" 2>&1 &
+    "${stack_flag[@]}" "${limit_flag[@]}" "${extra_flag[@]}" >"$OUT/gateway-$n.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   local url
   url="$(wait_url "$OUT/gateway-$n.log" "$pid")"
   local bearer_flag=()
-  if [ "$VARIANT" = stack ]; then
+  if [ "$VARIANT" != bare ]; then
     bearer_flag=(--bearer "$(sed -n 's/^bearer //p' "$OUT/gateway-$n.log" | head -n 1)")
   fi
   "$BENCH" drive "$url" bench_echo "${rev_flag[@]}" "${op_flag[@]}" "${bearer_flag[@]}" \
@@ -114,7 +124,7 @@ measure() {
   esac
   local total
   total="$(grep -m1 '^summary:\|^totals:' "$file" | awk '{print $2}')"
-  if [ "$VARIANT" = stack ]; then
+  if [ "$VARIANT" != bare ]; then
     # Generating (c)'s RSA key costs a random number of instructions (primes are
     # searched for), which would not cancel out: it is left out of the count. Matched
     # on aws-lc's function, which stays a symbol; the bench's own `Issuer::generate`

@@ -38,6 +38,9 @@ pub enum Mode {
     ServeGateway {
         backend_url: String,
         stack: bool,
+        /// `--exchange`: the full stack with the backend's outgoing auth an RFC 8693
+        /// token exchange against an in-process endpoint (variant (x); implies `--stack`).
+        exchange: bool,
         rate_limit: bool,
         /// `--extra-yaml FILE`: configuration appended to the generated one (for
         /// example `sessionStorage`, `codeMode` or a `rateLimiting` with a Redis store).
@@ -95,6 +98,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
             args.mode = Mode::ServeGateway {
                 backend_url: it.next().context("serve-gateway BACKEND_URL")?,
                 stack: false,
+                exchange: false,
                 rate_limit: false,
                 extra_yaml: None,
             };
@@ -138,6 +142,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
         }
         if let Mode::ServeGateway {
             stack,
+            exchange,
             rate_limit,
             extra_yaml,
             ..
@@ -150,6 +155,11 @@ pub fn parse_args() -> anyhow::Result<Args> {
                 }
                 "--stack" => {
                     *stack = true;
+                    continue;
+                }
+                "--exchange" => {
+                    *stack = true;
+                    *exchange = true;
                     continue;
                 }
                 "--rate-limit" => {
@@ -217,7 +227,7 @@ pub fn parse_args() -> anyhow::Result<Args> {
             "--session-probe" => args.session_probe = Some(value()?),
             _ => anyhow::bail!(
                 "usage: vmcp-bench [--quick] [--window-ms N] [--warmup-ms N] [--rounds N] [--sessions N] [--only a:modern:tools/call:8]\n\
-                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack] [--rate-limit] [--extra-yaml FILE]\n\
+                 \x20      vmcp-bench serve-backend | serve-gateway BACKEND_URL [--stack] [--exchange] [--rate-limit] [--extra-yaml FILE]\n\
                  \x20      vmcp-bench drive URL TOOL [--legacy] [--list] [--requests N] [--clients N] [--bearer TOKEN] [--arguments JSON] [--per-op N]\n\
                  \x20      vmcp-bench restore URL_A URL_B|- TOOL [--sessions N]"
             ),

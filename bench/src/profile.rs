@@ -66,17 +66,36 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
         Mode::ServeGateway {
             backend_url,
             stack,
+            exchange,
             rate_limit,
             extra_yaml,
         } => {
             let extra = extra_yaml.map(std::fs::read_to_string).transpose()?;
-            let (gateway, stack) = crate::gateway::start_gateway(
-                &gw,
-                crate::gateway::backends_config(
+            // (x): the endpoint runs in the backend runtime, outside what is profiled
+            // only in that it is another thread; its grants are few (the cache is warm
+            // after the first call).
+            let token_endpoint = if exchange {
+                Some(bk.spawn(crate::token_endpoint::spawn()).await??)
+            } else {
+                None
+            };
+            let config = match &token_endpoint {
+                Some(endpoint) => {
+                    anyhow::ensure!(
+                        !rate_limit && extra.is_none() && !backend_url.contains(','),
+                        "--exchange takes one backend and no other option"
+                    );
+                    crate::gateway::exchange_config(&backend_url, &endpoint.url())?
+                }
+                None => crate::gateway::backends_config(
                     &backend_url.split(',').collect::<Vec<_>>(),
                     rate_limit,
                     extra.as_deref(),
                 )?,
+            };
+            let (gateway, stack) = crate::gateway::start_gateway(
+                &gw,
+                config,
                 if stack {
                     crate::gateway::Layers::Full
                 } else {
@@ -99,6 +118,7 @@ pub async fn run_mode(mode: Mode, bk: Handle, gw: Handle) -> anyhow::Result<()> 
             println!("listening on http://{}/mcp", gateway.addr);
             until_stopped().await;
             gateway.stop(&gw).await;
+            drop(token_endpoint);
         }
         Mode::Drive {
             url,
