@@ -126,7 +126,10 @@ pub struct JwtValidator {
     http: reqwest::Client,
     keys: RwLock<KeySet>,
     fetch: tokio::sync::Mutex<FetchState>,
-    identities: DashMap<String, Cached>,
+    /// By token. foldhash, not SipHash: the key is the whole token (about 800 bytes
+    /// for RS256), hashed on every request; its per-map random seed keeps chosen
+    /// keys from colliding, and only validated tokens are ever inserted.
+    identities: DashMap<String, Cached, foldhash::fast::RandomState>,
     fetches: std::sync::atomic::AtomicU64,
     /// Keys given at construction: never fetched.
     fixed: bool,
@@ -215,7 +218,7 @@ impl JwtValidator {
             settings,
             http,
             keys: RwLock::new(KeySet::default()),
-            identities: DashMap::new(),
+            identities: DashMap::default(),
             fetches: std::sync::atomic::AtomicU64::new(0),
         }
     }

@@ -154,14 +154,18 @@ struct Principal {
 struct CachedPrincipal {
     identity: Weak<Identity>,
     principal: Arc<Principal>,
-    /// Argument-free decisions (list filtering), by target key.
-    decisions: DashMap<String, bool>,
+    /// Argument-free decisions (list filtering), by target key. These maps use
+    /// foldhash, not SipHash: a filtered list looks up one decision per item.
+    decisions: Cache<String, bool>,
     /// The entities of a call's decision (this principal's and the target's), by
     /// target key: `Entities::from_entities` checks and closes the hierarchy, which
     /// costs more than evaluating the policies, so it is done once per caller and
     /// called target, not per call. (List decisions are cached whole instead.)
-    entities: DashMap<String, Arc<Entities>>,
+    entities: Cache<String, Arc<Entities>>,
 }
+
+/// A cache map: foldhash's per-map random seed, SipHash's cost avoided.
+type Cache<K, V> = DashMap<K, V, foldhash::fast::RandomState>;
 
 const PRINCIPAL_CACHE: usize = 4096;
 const RESOURCE_CACHE: usize = 16384;
@@ -177,8 +181,8 @@ pub struct CedarAuthorizer {
     settings: CedarSettings,
     group_type: EntityTypeName,
     server: Option<EntityUid>,
-    principals: DashMap<usize, Arc<CachedPrincipal>>,
-    resources: DashMap<String, Arc<(EntityUid, Vec<Entity>)>>,
+    principals: Cache<usize, Arc<CachedPrincipal>>,
+    resources: Cache<String, Arc<(EntityUid, Vec<Entity>)>>,
     /// Whether any policy or template names `context`. When none does, a call's
     /// arguments cannot change its decision, so calls are decided (and cached) as
     /// argument-free decisions are: no context record per call, no evaluation
@@ -279,8 +283,8 @@ impl CedarAuthorizer {
             server: settings.server_name.as_deref().map(|n| uid("MCP", n)),
             group_type,
             settings,
-            principals: DashMap::new(),
-            resources: DashMap::new(),
+            principals: Cache::default(),
+            resources: Cache::default(),
         })
     }
 
@@ -359,8 +363,8 @@ impl CedarAuthorizer {
         let cached = Arc::new(CachedPrincipal {
             identity: Arc::downgrade(identity),
             principal: Arc::new(self.build_principal(identity)?),
-            decisions: DashMap::new(),
-            entities: DashMap::new(),
+            decisions: Cache::default(),
+            entities: Cache::default(),
         });
         if self.principals.len() >= PRINCIPAL_CACHE {
             self.principals.retain(|_, c| c.identity.strong_count() > 0);

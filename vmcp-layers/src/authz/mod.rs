@@ -43,8 +43,8 @@ use http::{Request, Response};
 use tower::{Layer, Service};
 
 use crate::context::{
-    Admission, AdmissionDecision, AdmissionHandle, CallKind, Discovered, Identity, ListKind,
-    ParsedMcpRequest, ToolAnnotations,
+    Admission, AdmissionDecision, AdmissionHandle, AdmissionKey, CallKind, Discovered, Identity,
+    ListKind, ParsedMcpRequest, ToolAnnotations,
 };
 pub use crate::future::ResponseFuture;
 use crate::prerequisite;
@@ -110,6 +110,15 @@ impl Admission for IdentityAdmission {
 
     fn resource(&self, uri: &str, backend: Option<&str>) -> bool {
         self.allowed(Target::Resource { uri, backend })
+    }
+
+    /// Argument-free decisions depend only on the policies (this authorizer: a reload
+    /// makes another) and the identity, and are cached per identity already.
+    fn stable_key(&self) -> Option<AdmissionKey> {
+        Some(AdmissionKey::new(
+            self.authorizer.clone(),
+            self.identity.clone(),
+        ))
     }
 }
 

@@ -417,6 +417,56 @@ pub trait Admission: Send + Sync {
     fn prompt(&self, name: &str, backend: Option<&str>) -> bool;
     /// Whether the caller may read this resource (or template string).
     fn resource(&self, uri: &str, backend: Option<&str>) -> bool;
+    /// A key under which this admission's argument-free answers (`list_hidden`,
+    /// `tool`, `prompt`, `resource`) never change: admissions with equal keys answer
+    /// alike, so a filtered list may keep the caller's view of a catalog by it
+    /// instead of asking once per item. `None` (the default): ask every time.
+    fn stable_key(&self) -> Option<AdmissionKey> {
+        None
+    }
+}
+
+/// What an [`Admission`]'s answers are decided from (see
+/// [`Admission::stable_key`]), compared by identity. The objects are held, so no
+/// other can take their address while a key is kept.
+#[derive(Clone)]
+pub struct AdmissionKey([Arc<dyn std::any::Any + Send + Sync>; 2]);
+
+impl AdmissionKey {
+    /// The key of answers decided by `decider` for `subject` (the same two objects,
+    /// not equal copies, make an equal key).
+    pub fn new(
+        decider: Arc<dyn std::any::Any + Send + Sync>,
+        subject: Arc<dyn std::any::Any + Send + Sync>,
+    ) -> Self {
+        Self([decider, subject])
+    }
+
+    fn addresses(&self) -> [*const (); 2] {
+        self.0.each_ref().map(|part| Arc::as_ptr(part).cast::<()>())
+    }
+}
+
+impl PartialEq for AdmissionKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.addresses() == other.addresses()
+    }
+}
+
+impl Eq for AdmissionKey {}
+
+impl std::hash::Hash for AdmissionKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.addresses().hash(state);
+    }
+}
+
+impl std::fmt::Debug for AdmissionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AdmissionKey")
+            .field(&self.addresses())
+            .finish()
+    }
 }
 
 /// The admission handle the authorization layer attaches for list filtering.

@@ -19,7 +19,7 @@ use rmcp::model::{
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     ServerResult,
 };
-use vmcp_layers::context::{Admission, ListKind};
+use vmcp_layers::context::{Admission, AdmissionKey, ListKind};
 
 use crate::catalog::Catalog;
 use crate::pagination::page;
@@ -43,7 +43,15 @@ struct Pages {
     /// By list, cursor, whether shaped for a pre-2026-07-28 peer, and the view
     /// (`None`: unfiltered; else the admitted items' bit mask).
     pages: HashMap<PageKey, Bytes>,
+    /// The views of admissions whose answers are stable ([`Admission::stable_key`]),
+    /// by list: a caller's next list of this catalog costs one lookup, not one
+    /// decision per item. The keys hold the caller's identity; they go with the
+    /// catalog version, or all at once when `MAX_VIEWS` are kept.
+    views: HashMap<(ListKind, AdmissionKey), Box<[u64]>>,
 }
+
+/// Views kept per catalog version (callers that listed since it changed).
+const MAX_VIEWS: usize = 4096;
 
 type PageKey = (ListKind, Option<Box<str>>, bool, Option<Box<[u64]>>);
 
@@ -112,17 +120,37 @@ impl PageCache {
         legacy: bool,
         admission: Option<&dyn Admission>,
     ) -> Result<Bytes, ErrorData> {
-        let mask = admission.map(|a| view(a, catalog, kind));
-        let key = (kind, cursor.map(Into::into), legacy, mask);
+        let stable = admission
+            .and_then(|a| a.stable_key())
+            .map(|key| (kind, key));
+        let kept = |pages: &Pages| {
+            stable
+                .as_ref()
+                .and_then(|key| pages.views.get(key).cloned())
+        };
+        let mut mask = None;
         {
             let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(pages) = current
                 .as_ref()
                 .filter(|p| Arc::ptr_eq(&p.catalog, catalog) && p.page_size == page_size)
-                && let Some(bytes) = pages.pages.get(&key)
             {
-                return Ok(bytes.clone());
+                mask = kept(pages);
+                if admission.is_none() || mask.is_some() {
+                    let key = (kind, cursor.map(Into::into), legacy, mask);
+                    if let Some(bytes) = pages.pages.get(&key) {
+                        return Ok(bytes.clone());
+                    }
+                    mask = key.3;
+                }
             }
+        }
+        // Decided outside the lock, as the page is serialized.
+        let decided = admission.is_some() && mask.is_none();
+        let mask = mask.or_else(|| admission.map(|a| view(a, catalog, kind)));
+        let key = (kind, cursor.map(Into::into), legacy, mask);
+        if decided && let Some(bytes) = self.kept_page(catalog, page_size, &key, stable.as_ref()) {
+            return Ok(bytes);
         }
         // Serialized outside the lock; two callers may race to fill the same page.
         let bytes = serialize(catalog, kind, cursor, page_size, legacy, key.3.as_deref())?;
@@ -135,15 +163,48 @@ impl PageCache {
                 catalog: catalog.clone(),
                 page_size,
                 pages: HashMap::new(),
+                views: HashMap::new(),
             });
         }
         if let Some(pages) = current.as_mut() {
             if pages.pages.len() >= MAX_PAGES {
                 pages.pages.clear();
             }
+            if let (Some(stable), Some(mask)) = (stable, &key.3) {
+                pages.remember(stable, mask);
+            }
             pages.pages.insert(key, bytes.clone());
         }
         Ok(bytes)
+    }
+
+    /// A page already kept for a view just decided (another caller's with the same
+    /// view filled it), the view remembered for `stable`.
+    fn kept_page(
+        &self,
+        catalog: &Arc<Catalog>,
+        page_size: usize,
+        key: &PageKey,
+        stable: Option<&(ListKind, AdmissionKey)>,
+    ) -> Option<Bytes> {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let pages = current
+            .as_mut()
+            .filter(|p| Arc::ptr_eq(&p.catalog, catalog) && p.page_size == page_size)?;
+        let bytes = pages.pages.get(key).cloned()?;
+        if let (Some(stable), Some(mask)) = (stable, &key.3) {
+            pages.remember(stable.clone(), mask);
+        }
+        Some(bytes)
+    }
+}
+
+impl Pages {
+    fn remember(&mut self, stable: (ListKind, AdmissionKey), mask: &[u64]) {
+        if self.views.len() >= MAX_VIEWS {
+            self.views.clear();
+        }
+        self.views.insert(stable, mask.into());
     }
 }
 
@@ -231,4 +292,140 @@ fn serialize(
     serde_json::to_vec(&result)
         .map(Bytes::from)
         .map_err(|e| ErrorData::internal_error(format!("could not serialize a page: {e}"), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rmcp::model::Tool;
+    use vmcp_layers::context::ToolAnnotations;
+
+    use super::*;
+    use crate::backend::BackendCapabilities;
+
+    /// Admits the tools whose name contains `admits`, counting its decisions.
+    struct Counting {
+        admits: &'static str,
+        key: Option<AdmissionKey>,
+        decisions: AtomicUsize,
+    }
+
+    impl Counting {
+        fn new(admits: &'static str, key: Option<AdmissionKey>) -> Self {
+            Self {
+                admits,
+                key,
+                decisions: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    impl Admission for Counting {
+        fn list_hidden(&self, _: ListKind) -> bool {
+            false
+        }
+        fn tool(&self, name: &str, _: Option<&str>, _: &ToolAnnotations) -> bool {
+            self.decisions.fetch_add(1, Ordering::Relaxed);
+            name.contains(self.admits)
+        }
+        fn tool_call(
+            &self,
+            _: &str,
+            _: Option<&str>,
+            _: &ToolAnnotations,
+            _: &serde_json::Map<String, serde_json::Value>,
+        ) -> bool {
+            unreachable!("lists decide without arguments")
+        }
+        fn prompt(&self, _: &str, _: Option<&str>) -> bool {
+            true
+        }
+        fn resource(&self, _: &str, _: Option<&str>) -> bool {
+            true
+        }
+        fn stable_key(&self) -> Option<AdmissionKey> {
+            self.key.clone()
+        }
+    }
+
+    fn catalog() -> Arc<Catalog> {
+        let config = crate::config::load_str("backends: [{name: a, url: 'http://h'}]")
+            .unwrap()
+            .config;
+        let tool = |name: &str| Tool::new(name.to_owned(), "d", Arc::new(serde_json::Map::new()));
+        let caps = BackendCapabilities {
+            tools: vec![tool("red"), tool("blue"), tool("green")],
+            ..Default::default()
+        };
+        Arc::new(Catalog::build(&config, vec![("a".into(), caps)]).0)
+    }
+
+    fn names(page: &Bytes) -> Vec<String> {
+        let page: serde_json::Value = serde_json::from_slice(page).unwrap();
+        page["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_stable_admissions_view_is_decided_once_per_catalog_and_never_shared() {
+        let cache = PageCache::default();
+        let catalog = catalog();
+        let policies: Arc<dyn std::any::Any + Send + Sync> = Arc::new(());
+        let key = |subject: &Arc<dyn std::any::Any + Send + Sync>| {
+            Some(AdmissionKey::new(policies.clone(), subject.clone()))
+        };
+        let (alice, bob): (
+            Arc<dyn std::any::Any + Send + Sync>,
+            Arc<dyn std::any::Any + Send + Sync>,
+        ) = (Arc::new(1u8), Arc::new(2u8));
+        let red = Counting::new("red", key(&alice));
+        let list = |admission: &dyn Admission, catalog: &Arc<Catalog>| {
+            names(
+                &cache
+                    .page(catalog, ListKind::Tools, None, 100, false, Some(admission))
+                    .unwrap(),
+            )
+        };
+        assert_eq!(list(&red, &catalog), ["a_red"]);
+        assert_eq!(red.decisions.load(Ordering::Relaxed), 3);
+        assert_eq!(list(&red, &catalog), ["a_red"]);
+        assert_eq!(
+            red.decisions.load(Ordering::Relaxed),
+            3,
+            "the view was kept"
+        );
+
+        // Another subject under the same policies is decided for itself, even when
+        // its answers differ from the kept view's.
+        let blue = Counting::new("blue", key(&bob));
+        assert_eq!(list(&blue, &catalog), ["a_blue"]);
+        assert_eq!(blue.decisions.load(Ordering::Relaxed), 3);
+        // And the same subject under other policies (a reload).
+        let reloaded = Counting::new(
+            "green",
+            Some(AdmissionKey::new(Arc::new(()), alice.clone())),
+        );
+        assert_eq!(list(&reloaded, &catalog), ["a_green"]);
+
+        // Without a stable key, every list decides.
+        let unstable = Counting::new("red", None);
+        list(&unstable, &catalog);
+        list(&unstable, &catalog);
+        assert_eq!(unstable.decisions.load(Ordering::Relaxed), 6);
+
+        // A new catalog version decides again.
+        let next = self::catalog();
+        assert_eq!(list(&red, &next), ["a_red"]);
+        assert_eq!(red.decisions.load(Ordering::Relaxed), 6);
+        // Unfiltered pages are untouched by views.
+        let all = cache
+            .page(&next, ListKind::Tools, None, 100, false, None)
+            .unwrap();
+        assert_eq!(names(&all), ["a_blue", "a_green", "a_red"]);
+    }
 }
