@@ -5,7 +5,8 @@
 //! as the handler cuts it (filter, then page, private cache scope). Its pages are
 //! kept by *view*: the set of admitted items, as a bit mask over the catalog's list.
 //! Callers who see the same items share pages, whoever they are; deciding the mask
-//! costs one cached decision per item, never a serialization. Cursors are the
+//! costs one cached decision per item, never a serialization, and a caller whose
+//! admission has a stable key decides it once per catalog version. Cursors are the
 //! handler's ([`crate::pagination`]), so a cursor from either side works on the
 //! other.
 
@@ -123,11 +124,6 @@ impl PageCache {
         let stable = admission
             .and_then(|a| a.stable_key())
             .map(|key| (kind, key));
-        let kept = |pages: &Pages| {
-            stable
-                .as_ref()
-                .and_then(|key| pages.views.get(key).cloned())
-        };
         let mut mask = None;
         {
             let current = self.current.lock().unwrap_or_else(|e| e.into_inner());
@@ -135,7 +131,9 @@ impl PageCache {
                 .as_ref()
                 .filter(|p| Arc::ptr_eq(&p.catalog, catalog) && p.page_size == page_size)
             {
-                mask = kept(pages);
+                mask = stable
+                    .as_ref()
+                    .and_then(|key| pages.views.get(key).cloned());
                 if admission.is_none() || mask.is_some() {
                     let key = (kind, cursor.map(Into::into), legacy, mask);
                     if let Some(bytes) = pages.pages.get(&key) {
